@@ -1,0 +1,44 @@
+// Delivering a result to an Asio completion handler the way every public
+// async operation of cosession must: exactly once, through the handler's
+// associated executor (never inline in the initiating call, never on a
+// foreign thread), with outstanding work counted on that executor meanwhile,
+// and with the handler's cancellation slot cleared before the handler runs.
+#ifndef COSESSION_ASYNC_DETAIL_COMPLETION_H_
+#define COSESSION_ASYNC_DETAIL_COMPLETION_H_
+
+#include <utility>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/execution/outstanding_work.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/prefer.hpp>
+
+#include "absl/functional/any_invocable.h"
+
+namespace cosession::detail {
+
+// Returns a callable that may be invoked once, from any thread, with a
+// `From`; it posts handler(convert(from)) to the handler's executor.
+template <typename From, typename Handler, typename Convert>
+absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
+  auto work = boost::asio::prefer(
+      boost::asio::get_associated_executor(handler),
+      boost::asio::execution::outstanding_work.tracked);
+  return [handler = std::move(handler), work = std::move(work),
+          convert = std::move(convert)](From from) mutable {
+    auto executor = work;
+    boost::asio::post(
+        executor, [handler = std::move(handler), work = std::move(work),
+                   convert = std::move(convert),
+                   from = std::move(from)]() mutable {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          if (slot.is_connected()) slot.clear();
+          std::move(handler)(convert(std::move(from)));
+        });
+  };
+}
+
+}  // namespace cosession::detail
+
+#endif  // COSESSION_ASYNC_DETAIL_COMPLETION_H_

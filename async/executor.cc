@@ -1,0 +1,488 @@
+#include "async/executor.h"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "graph/status.h"
+
+namespace cosession {
+namespace asio = boost::asio;
+
+// ---------------------------------------------------------------- planning
+
+absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
+    const Graph& graph, absl::Span<const Output> feeds,
+    absl::Span<const Output> fetches, absl::Span<const Operation> targets) {
+  auto check_output = [&](const Output& out,
+                          absl::string_view role) -> absl::Status {
+    if (!out.valid()) {
+      return absl::InvalidArgumentError(absl::StrCat("An empty ", role));
+    }
+    if (&out.node()->graph() != &graph) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          role, " '", out.name(), "' belongs to another graph"));
+    }
+    return absl::OkStatus();
+  };
+
+  auto plan = std::make_shared<ExecutionPlan>();
+  absl::flat_hash_map<Output, int> fed;  // tensor -> feed index
+  for (const Output& feed : feeds) {
+    COSESSION_RETURN_IF_ERROR(check_output(feed, "feed"));
+    if (!fed.emplace(feed, static_cast<int>(fed.size())).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Tensor '", feed.name(), "' is fed more than once"));
+    }
+  }
+  plan->feeds_.assign(feeds.begin(), feeds.end());
+
+  // Walk back from the fetches and targets. `needed_by[id]` remembers what
+  // first needed an op, to name it in errors.
+  const int n = graph.num_nodes();
+  std::vector<const char*> needed(n, nullptr);
+  std::vector<std::string> needed_by(n);
+  std::vector<const Node*> stack;
+  auto need = [&](const Node* node, const std::string& why) {
+    if (needed[node->id()] == nullptr) {
+      needed[node->id()] = "";
+      needed_by[node->id()] = why;
+      stack.push_back(node);
+    }
+  };
+  for (const Output& fetch : fetches) {
+    COSESSION_RETURN_IF_ERROR(check_output(fetch, "fetch"));
+    if (!fed.contains(fetch)) need(fetch.node(), fetch.name());
+  }
+  for (const Operation& target : targets) {
+    if (!target.valid() || &target.node()->graph() != &graph) {
+      return absl::InvalidArgumentError(
+          "A target is empty or belongs to another graph");
+    }
+    need(target.node(), target.name());
+  }
+  while (!stack.empty()) {
+    const Node* node = stack.back();
+    stack.pop_back();
+    const std::string& why = needed_by[node->id()];
+    if (node->type() == "Placeholder") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "You must feed a value for placeholder tensor '", node->name(),
+          ":0' (needed by '", why, "')"));
+    }
+    for (const Output& in : node->inputs()) {
+      if (!fed.contains(in)) need(in.node(), why);
+    }
+    for (const Node* control : node->control_inputs()) need(control, why);
+  }
+
+  // Node ids are a topological order: an op's inputs exist before it.
+  std::vector<int> step_of(n, -1);
+  int slot = 0;
+  for (int id = 0; id < n; ++id) {
+    if (needed[id] == nullptr) continue;
+    const Node* node = graph.node(id);
+    step_of[id] = static_cast<int>(plan->steps_.size());
+    plan->steps_.push_back(Step{node, &node->op_def(), slot, {}, {}, 0});
+    slot += node->num_outputs();
+    if (node->op_def().async_kernel) plan->has_async_ = true;
+  }
+  plan->first_feed_slot_ = slot;
+  plan->num_slots_ = slot + static_cast<int>(feeds.size());
+  auto slot_of = [&](const Output& out) {
+    auto it = fed.find(out);
+    if (it != fed.end()) return plan->first_feed_slot_ + it->second;
+    return plan->steps_[step_of[out.node()->id()]].first_output_slot +
+           out.index();
+  };
+
+  for (int s = 0; s < plan->num_ops(); ++s) {
+    Step& step = plan->steps_[s];
+    absl::InlinedVector<int, 8> predecessors;
+    for (const Output& in : step.node->inputs()) {
+      step.input_slots.push_back(slot_of(in));
+      if (!fed.contains(in)) predecessors.push_back(step_of[in.node()->id()]);
+    }
+    for (const Node* control : step.node->control_inputs()) {
+      predecessors.push_back(step_of[control->id()]);
+    }
+    std::sort(predecessors.begin(), predecessors.end());
+    predecessors.erase(std::unique(predecessors.begin(), predecessors.end()),
+                       predecessors.end());
+    step.initial_pending = static_cast<int>(predecessors.size());
+    for (int p : predecessors) plan->steps_[p].successors.push_back(s);
+    if (step.initial_pending == 0) plan->roots_.push_back(s);
+  }
+  for (const Output& fetch : fetches) {
+    plan->fetch_slots_.push_back(slot_of(fetch));
+  }
+  return std::shared_ptr<const ExecutionPlan>(std::move(plan));
+}
+
+absl::Status ExecutionPlan::ValidateFeeds(
+    absl::Span<const Tensor> values) const {
+  if (values.size() != feeds_.size()) {
+    return absl::InternalError("feed count does not match the plan");
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const Output& feed = feeds_[i];
+    const Tensor& value = values[i];
+    if (!value.IsInitialized()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The value fed for '", feed.name(), "' is an uninitialised tensor"));
+    }
+    if (value.dtype() != feed.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Cannot feed a value of dtype ", DTypeName(value.dtype()),
+          " for tensor '", feed.name(), "', which has dtype ",
+          DTypeName(feed.dtype())));
+    }
+    if (!feed.shape().IsCompatibleWith(value.shape())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Cannot feed a value of shape ", value.shape().DebugString(),
+          " for tensor '", feed.name(), "', which has shape ",
+          feed.shape().DebugString()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------- running
+
+namespace {
+
+uint64_t SmallThreadId() {
+  static std::atomic<uint64_t> next{1};
+  thread_local uint64_t id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+int64_t DefaultCost(const KernelContext& ctx) {
+  int64_t cost = 0;
+  for (int i = 0; i < ctx.num_inputs(); ++i) cost += ctx.input(i).NumElements();
+  return cost;
+}
+
+}  // namespace
+
+// The state of one execution. Shared by the threads and coroutines that work
+// on it; the last of them to finish an op completes the run.
+class RunState : public std::enable_shared_from_this<RunState> {
+ public:
+  using Step = ExecutionPlan::Step;
+  using InputPtrs = absl::InlinedVector<const Tensor*, 4>;
+
+  RunState(std::shared_ptr<const ExecutionPlan> plan,
+           std::shared_ptr<ResourceManager> resources, Runtime& runtime,
+           const RunOptions& options, RunDoneCallback done)
+      : plan_(std::move(plan)),
+        resources_(std::move(resources)),
+        runtime_(runtime),
+        trace_(options.trace_level >= RunOptions::kFullTrace),
+        slots_(plan_->num_slots_),
+        pending_(new std::atomic<int>[plan_->steps_.size()]),
+        remaining_(plan_->num_ops()),
+        done_(std::move(done)) {
+    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
+      pending_[s].store(plan_->steps_[s].initial_pending,
+                        std::memory_order_relaxed);
+    }
+    if (plan_->has_async_ops() || options.timeout.has_value()) {
+      strand_.emplace(asio::make_strand(runtime_.executor()));
+    }
+  }
+
+  void Start(std::vector<Tensor> feed_values,
+             const std::optional<std::chrono::nanoseconds>& timeout,
+             asio::cancellation_slot slot) {
+    for (size_t i = 0; i < feed_values.size(); ++i) {
+      slots_[plan_->first_feed_slot_ + i] = std::move(feed_values[i]);
+    }
+    if (plan_->steps_.empty()) {
+      Complete();
+      return;
+    }
+    if (slot.is_connected()) {
+      slot.assign([self = shared_from_this()](asio::cancellation_type) {
+        self->Stop(absl::CancelledError("Run was cancelled"));
+      });
+    }
+    if (timeout.has_value()) StartDeadline(*timeout);
+    ReadyList ready;
+    Schedule(plan_->roots_, ready);
+    RunInline(ready);
+  }
+
+ private:
+  using ReadyList = absl::InlinedVector<int, 16>;
+
+  bool stopped() const { return stop_.load(std::memory_order_acquire); }
+
+  // Records the first error and stops the run: no new op starts, async
+  // kernels waiting now are cancelled.
+  void Stop(absl::Status cause) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (status_.ok()) status_ = std::move(cause);
+    }
+    if (stop_.exchange(true, std::memory_order_acq_rel)) return;
+    if (strand_.has_value()) {
+      asio::post(*strand_, [self = shared_from_this()] {
+        for (auto& [step, op] : self->async_ops_) {
+          if (op->running) op->signal.emit(asio::cancellation_type::terminal);
+        }
+        if (self->deadline_.has_value()) self->deadline_->cancel();
+      });
+    }
+  }
+
+  void StartDeadline(std::chrono::nanoseconds timeout) {
+    asio::dispatch(*strand_, [self = shared_from_this(), timeout] {
+      if (self->stopped() || self->completed_) return;
+      self->deadline_.emplace(*self->strand_, timeout);
+      self->deadline_->async_wait([self, timeout](boost::system::error_code ec) {
+        if (ec) return;  // cancelled: the run finished first
+        self->Stop(absl::DeadlineExceededError(absl::StrCat(
+            "Run exceeded its timeout of ",
+            std::chrono::duration_cast<std::chrono::milliseconds>(timeout)
+                .count(),
+            " ms")));
+      });
+    });
+  }
+
+  InputPtrs Inputs(const Step& step) const {
+    InputPtrs inputs;
+    for (int slot : step.input_slots) inputs.push_back(&slots_[slot]);
+    return inputs;
+  }
+
+  bool IsExpensive(const Step& step) {
+    if (step.op->async_kernel) return false;  // it only starts a coroutine
+    InputPtrs inputs = Inputs(step);
+    KernelContext ctx(*step.node, inputs, &slots_[step.first_output_slot],
+                      *resources_, &stop_);
+    const int64_t cost = step.op->cost ? step.op->cost(ctx) : DefaultCost(ctx);
+    return cost >= runtime_.inline_cost_threshold();
+  }
+
+  // Splits newly ready steps: cheap ones join `ready` (run on this thread),
+  // expensive ones go to the pool -- but a pool thread keeps one for itself.
+  void Schedule(absl::Span<const int> newly_ready, ReadyList& ready) {
+    const bool on_pool = runtime_.InPoolThread();
+    bool kept_expensive = false;
+    for (int s : newly_ready) {
+      if (stopped() || !IsExpensive(plan_->steps_[s])) {
+        ready.push_back(s);
+      } else if (on_pool && !kept_expensive) {
+        kept_expensive = true;
+        ready.insert(ready.begin(), s);  // after the cheap ones
+      } else {
+        asio::post(runtime_.executor(), [self = shared_from_this(), s] {
+          ReadyList ready{s};
+          self->RunInline(ready);
+        });
+      }
+    }
+  }
+
+  // Runs ready steps on this thread until none is left.
+  void RunInline(ReadyList& ready) {
+    while (!ready.empty()) {
+      const int s = ready.back();
+      ready.pop_back();
+      const Step& step = plan_->steps_[s];
+      if (step.op->async_kernel && !stopped()) {
+        StartAsync(s);  // finishes later, through AsyncDone
+        continue;
+      }
+      if (!stopped()) RunSync(step);
+      Finish(s, ready);
+    }
+  }
+
+  void RunSync(const Step& step) {
+    InputPtrs inputs = Inputs(step);
+    KernelContext ctx(*step.node, inputs, &slots_[step.first_output_slot],
+                      *resources_, &stop_);
+    const auto start = trace_ ? std::chrono::steady_clock::now()
+                              : std::chrono::steady_clock::time_point();
+    absl::Status status;
+    try {
+      status = step.op->kernel(ctx);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(absl::StrCat(
+          "Op '", step.node->name(), "' (", step.node->type(),
+          ") threw: ", e.what()));
+    } catch (...) {
+      status = absl::InternalError(absl::StrCat(
+          "Op '", step.node->name(), "' threw a non-standard exception"));
+    }
+    if (trace_) Record(step, start);
+    if (!status.ok()) Stop(std::move(status));
+  }
+
+  void Record(const Step& step, std::chrono::steady_clock::time_point start) {
+    NodeExecStats stats{step.node->name(), step.node->type(), start,
+                        std::chrono::steady_clock::now(), SmallThreadId()};
+    absl::MutexLock lock(&mu_);
+    node_stats_.push_back(std::move(stats));
+  }
+
+  // Step `s` is done (ran, failed or skipped): release its successors.
+  void Finish(int s, ReadyList& ready) {
+    absl::InlinedVector<int, 8> newly_ready;
+    for (int next : plan_->steps_[s].successors) {
+      if (pending_[next].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        newly_ready.push_back(next);
+      }
+    }
+    if (!newly_ready.empty()) Schedule(newly_ready, ready);
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) Complete();
+  }
+
+  // ---- async kernels: started, tracked and cancelled on the strand.
+
+  void StartAsync(int s) {
+    asio::dispatch(*strand_, [self = shared_from_this(), s] {
+      if (self->stopped()) {
+        self->AsyncDone(s, absl::OkStatus());
+        return;
+      }
+      auto& op = self->async_ops_[s];
+      op = std::make_unique<AsyncOp>();
+      asio::co_spawn(
+          *self->strand_, RunAsyncKernel(self, s),
+          asio::bind_cancellation_slot(
+              op->signal.slot(),
+              [self, s](std::exception_ptr error, absl::Status status) {
+                if (error) {
+                  status = absl::InternalError(
+                      absl::StrCat("Op '", self->plan_->steps_[s].node->name(),
+                                   "' failed with an exception"));
+                }
+                self->AsyncDone(s, std::move(status));
+              }));
+    });
+  }
+
+  // A by-value coroutine (see ASYNC_NOTES pitfalls 4 and 5): owns what it
+  // uses for as long as it is suspended.
+  static asio::awaitable<absl::Status> RunAsyncKernel(
+      std::shared_ptr<RunState> self, int s) {
+    const Step& step = self->plan_->steps_[s];
+    InputPtrs inputs = self->Inputs(step);
+    KernelContext ctx(*step.node, inputs, &self->slots_[step.first_output_slot],
+                      *self->resources_, &self->stop_);
+    const auto start = std::chrono::steady_clock::now();
+    absl::Status status;
+    try {
+      status = co_await step.op->async_kernel(ctx);
+    } catch (const boost::system::system_error& e) {
+      status = e.code() == asio::error::operation_aborted
+                   ? absl::CancelledError(absl::StrCat(
+                         "Op '", step.node->name(), "' was cancelled"))
+                   : absl::InternalError(absl::StrCat(
+                         "Op '", step.node->name(), "' threw: ", e.what()));
+    } catch (const std::exception& e) {
+      status = absl::InternalError(
+          absl::StrCat("Op '", step.node->name(), "' threw: ", e.what()));
+    }
+    if (self->trace_) self->Record(step, start);
+    co_return status;
+  }
+
+  // On the strand.
+  void AsyncDone(int s, absl::Status status) {
+    // The signal stays alive with the RunState: co_spawn's machinery still
+    // refers to its slot while this handler runs.
+    if (auto it = async_ops_.find(s); it != async_ops_.end()) {
+      it->second->running = false;
+    }
+    if (!status.ok()) Stop(std::move(status));
+    ReadyList ready;
+    Finish(s, ready);
+    RunInline(ready);
+  }
+
+  void Complete() {
+    absl::Status status;
+    std::vector<NodeExecStats> node_stats;
+    {
+      absl::MutexLock lock(&mu_);
+      status = status_;
+      node_stats = std::move(node_stats_);
+    }
+    if (strand_.has_value()) {
+      asio::post(*strand_, [self = shared_from_this()] {
+        self->completed_ = true;
+        if (self->deadline_.has_value()) self->deadline_->cancel();
+      });
+    }
+    RunDoneCallback done = std::move(done_);
+    if (!status.ok()) {
+      done(std::move(status));
+      return;
+    }
+    RunOutputs outputs;
+    outputs.values.reserve(plan_->fetch_slots_.size());
+    for (int slot : plan_->fetch_slots_) outputs.values.push_back(slots_[slot]);
+    outputs.metadata.step_stats.node_stats = std::move(node_stats);
+    done(std::move(outputs));
+  }
+
+  const std::shared_ptr<const ExecutionPlan> plan_;
+  const std::shared_ptr<ResourceManager> resources_;
+  Runtime& runtime_;
+  const bool trace_;
+  // slots_[i] is written by one op before it releases its successors
+  // (acq_rel on pending_), and read only after.
+  std::vector<Tensor> slots_;
+  std::unique_ptr<std::atomic<int>[]> pending_;
+  std::atomic<int> remaining_;
+  std::atomic<bool> stop_{false};
+  RunDoneCallback done_;
+
+  absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<NodeExecStats> node_stats_ ABSL_GUARDED_BY(mu_);
+
+  // Only for plans with async kernels or a deadline; the members below are
+  // touched only on the strand.
+  std::optional<asio::strand<Runtime::executor_type>> strand_;
+  struct AsyncOp {
+    asio::cancellation_signal signal;
+    bool running = true;
+  };
+  absl::flat_hash_map<int, std::unique_ptr<AsyncOp>> async_ops_;
+  std::optional<asio::steady_timer> deadline_;
+  bool completed_ = false;
+};
+
+void Execute(std::shared_ptr<const ExecutionPlan> plan,
+             std::vector<Tensor> feed_values,
+             std::shared_ptr<ResourceManager> resources, Runtime& runtime,
+             const RunOptions& options, asio::cancellation_slot slot,
+             RunDoneCallback done) {
+  auto state = std::make_shared<RunState>(std::move(plan), std::move(resources),
+                                          runtime, options, std::move(done));
+  state->Start(std::move(feed_values), options.timeout, slot);
+}
+
+}  // namespace cosession

@@ -1,0 +1,95 @@
+// The executor: runs the part of a graph that a run needs.
+//
+// ExecutionPlan::Build prunes the graph to the ops that the fetches and
+// targets need given the feeds (a fed tensor cuts the graph: its producer
+// does not run for it), and orders them. Plans are immutable and cached by
+// the Session per (feeds, fetches, targets) signature.
+//
+// Execute runs one plan: each op once, after its data and control inputs.
+// Scheduling follows TensorFlow's inline rule: an op whose estimated cost
+// (OpDef::cost) is below Runtime::inline_cost_threshold() runs on the thread
+// that made it ready; a bigger op goes to the runtime's pool, except that a
+// pool thread keeps one ready big op for itself instead of bouncing it. So a
+// graph of cheap ops runs entirely on the caller's thread, and independent
+// expensive branches run in parallel. Asynchronous kernels run as coroutines
+// on a strand of the pool (created only for plans that have them) and hold no
+// thread while they wait.
+//
+// Stopping: the first kernel error, a cancellation delivered on `slot`, or the
+// deadline (RunOptions::timeout) stops scheduling; ops already running finish
+// (synchronous kernels may poll KernelContext::stop_requested()), async
+// kernels get terminal cancellation, and the run completes with the first
+// cause: the kernel's error, Cancelled or DeadlineExceeded.
+//
+// Completion: `done` is called exactly once, on whichever thread finished the
+// last op -- possibly inline, inside Execute. Callers that owe a completion to
+// an Asio handler post it themselves (see async/session.h).
+#ifndef COSESSION_ASYNC_EXECUTOR_H_
+#define COSESSION_ASYNC_EXECUTOR_H_
+
+#include <memory>
+#include <vector>
+
+#include <boost/asio/cancellation_signal.hpp>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "async/run_args.h"
+#include "async/runtime.h"
+#include "graph/graph.h"
+#include "graph/op_registry.h"
+#include "graph/resource_manager.h"
+
+namespace cosession {
+
+class ExecutionPlan {
+ public:
+  // InvalidArgument when a feed, fetch or target is empty or belongs to
+  // another graph, a tensor is fed twice, or a needed placeholder is not fed
+  // (the message names the placeholder and what needs it).
+  static absl::StatusOr<std::shared_ptr<const ExecutionPlan>> Build(
+      const Graph& graph, absl::Span<const Output> feeds,
+      absl::Span<const Output> fetches, absl::Span<const Operation> targets);
+
+  // InvalidArgument naming the tensor when a feed value's dtype or shape does
+  // not match what the graph declares for it.
+  absl::Status ValidateFeeds(absl::Span<const Tensor> values) const;
+
+  int num_ops() const { return static_cast<int>(steps_.size()); }
+  bool has_async_ops() const { return has_async_; }
+
+ private:
+  friend class RunState;
+  struct Step {
+    const Node* node;
+    const OpDef* op;
+    int first_output_slot;
+    std::vector<int> input_slots;
+    std::vector<int> successors;
+    int initial_pending;
+  };
+
+  std::vector<Output> feeds_;
+  std::vector<Step> steps_;
+  std::vector<int> roots_;
+  std::vector<int> fetch_slots_;
+  int num_slots_ = 0;
+  int first_feed_slot_ = 0;
+  bool has_async_ = false;
+};
+
+using RunDoneCallback = absl::AnyInvocable<void(absl::StatusOr<RunOutputs>)>;
+
+// Runs `plan` with `feed_values` (validated, in the plan's feed order).
+// `resources` and `runtime` must outlive the run; a connected `slot` gets a
+// handler that stops the run, and must be cleared by the caller after `done`.
+void Execute(std::shared_ptr<const ExecutionPlan> plan,
+             std::vector<Tensor> feed_values,
+             std::shared_ptr<ResourceManager> resources, Runtime& runtime,
+             const RunOptions& options, boost::asio::cancellation_slot slot,
+             RunDoneCallback done);
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_EXECUTOR_H_

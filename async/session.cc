@@ -1,0 +1,164 @@
+#include "async/session.h"
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "graph/status.h"
+
+namespace cosession {
+namespace detail {
+
+// What a Session owns; runs in flight share it.
+struct SessionState {
+  SessionState(const Graph& g, Runtime& r) : graph(g), runtime(r) {}
+
+  // Plans cached by the run's signature: feeds, fetches and targets as
+  // (node id, output index) codes with separators.
+  using PlanKey = absl::InlinedVector<int64_t, 8>;
+
+  const Graph& graph;
+  Runtime& runtime;
+  ResourceManager resources;
+  absl::Mutex mu;
+  absl::flat_hash_map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans
+      ABSL_GUARDED_BY(mu);
+};
+
+}  // namespace detail
+
+namespace {
+
+int64_t Code(const Output& out) {
+  return (static_cast<int64_t>(out.node()->id()) << 16) | out.index();
+}
+
+// Turns names into graph references; an unknown name is InvalidArgument.
+absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
+  auto resolve = [&](const std::string& name,
+                     absl::string_view role) -> absl::StatusOr<Output> {
+    absl::StatusOr<Output> out = graph.FindOutput(name);
+    if (!out.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Cannot ", role, " '", name, "': ",
+                       out.status().message()));
+    }
+    return out;
+  };
+  for (auto& [name, value] : args.feeds_by_name) {
+    COSESSION_ASSIGN_OR_RETURN(Output out, resolve(name, "feed"));
+    args.feeds.emplace_back(out, std::move(value));
+  }
+  for (const std::string& name : args.fetch_names) {
+    COSESSION_ASSIGN_OR_RETURN(Output out, resolve(name, "fetch"));
+    args.fetches.push_back(out);
+  }
+  for (const std::string& name : args.target_names) {
+    absl::StatusOr<Operation> op = graph.FindOperation(name);
+    if (!op.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Cannot run target '", name, "': ", op.status().message()));
+    }
+    args.targets.push_back(*op);
+  }
+  args.feeds_by_name.clear();
+  args.fetch_names.clear();
+  args.target_names.clear();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
+    detail::SessionState& state, const RunArgs& args,
+    absl::Span<const Output> feeds) {
+  detail::SessionState::PlanKey key;
+  for (const Output& feed : feeds) key.push_back(feed.valid() ? Code(feed) : -2);
+  key.push_back(-1);
+  for (const Output& fetch : args.fetches) {
+    key.push_back(fetch.valid() ? Code(fetch) : -2);
+  }
+  key.push_back(-1);
+  for (const Operation& target : args.targets) {
+    key.push_back(target.valid() ? target.node()->id() : -2);
+  }
+  {
+    absl::MutexLock lock(&state.mu);
+    auto it = state.plans.find(key);
+    if (it != state.plans.end()) return it->second;
+  }
+  COSESSION_ASSIGN_OR_RETURN(
+      std::shared_ptr<const ExecutionPlan> plan,
+      ExecutionPlan::Build(state.graph, feeds, args.fetches, args.targets));
+  absl::MutexLock lock(&state.mu);
+  state.plans.emplace(std::move(key), plan);
+  return plan;
+}
+
+}  // namespace
+
+Session::Session(const Graph& graph, Runtime& runtime)
+    : state_(std::make_shared<detail::SessionState>(graph, runtime)) {}
+
+Session::~Session() = default;
+
+const Graph& Session::graph() const { return state_->graph; }
+Runtime& Session::runtime() const { return state_->runtime; }
+ResourceManager& Session::resources() const { return state_->resources; }
+
+void Session::StartRun(std::shared_ptr<detail::SessionState> state,
+                       RunArgs args, boost::asio::cancellation_slot slot,
+                       RunDoneCallback done) {
+  if (!args.feeds_by_name.empty() || !args.fetch_names.empty() ||
+      !args.target_names.empty()) {
+    if (absl::Status s = ResolveNames(state->graph, args); !s.ok()) {
+      done(std::move(s));
+      return;
+    }
+  }
+  absl::InlinedVector<Output, 4> feeds;
+  std::vector<Tensor> feed_values;
+  feeds.reserve(args.feeds.size());
+  feed_values.reserve(args.feeds.size());
+  for (auto& [out, value] : args.feeds) {
+    feeds.push_back(out);
+    feed_values.push_back(std::move(value));
+  }
+  absl::StatusOr<std::shared_ptr<const ExecutionPlan>> plan =
+      FindOrBuildPlan(*state, args, feeds);
+  if (!plan.ok()) {
+    done(plan.status());
+    return;
+  }
+  if (absl::Status s = (*plan)->ValidateFeeds(feed_values); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  std::shared_ptr<ResourceManager> resources(state, &state->resources);
+  Runtime& runtime = state->runtime;
+  Execute(*std::move(plan), std::move(feed_values), std::move(resources),
+          runtime, args.options, slot, std::move(done));
+}
+
+Session::RunResult Session::RunBlocking(RunArgs args) {
+  if (state_->runtime.InPoolThread()) {
+    return absl::FailedPreconditionError(
+        "Session::RunBlocking was called on a pool thread of the session's "
+        "Runtime, where it would wait for work queued behind itself; "
+        "co_await Session::Run instead");
+  }
+  absl::Notification finished;
+  RunResult result;
+  StartRun(state_, std::move(args), boost::asio::cancellation_slot(),
+           [&](absl::StatusOr<RunOutputs> outputs) {
+             if (outputs.ok()) {
+               result = std::move(outputs->values);
+             } else {
+               result = std::move(outputs).status();
+             }
+             finished.Notify();
+           });
+  finished.WaitForNotification();
+  return result;
+}
+
+}  // namespace cosession

@@ -1,0 +1,128 @@
+// Session: runs a Graph, step by step, with its own variable state.
+//
+//   cosession::Session session(graph);                 // Runtime::Default()
+//   co_await session.Run({.targets = {init}}, asio::use_awaitable);
+//   absl::StatusOr<std::vector<Tensor>> values =
+//       co_await session.Run({.fetches = {loss}, .feeds = {{x, batch}}},
+//                            asio::use_awaitable);
+//
+// Run is an Asio initiating function: the same call works with
+// asio::use_awaitable, asio::use_future, a callback, asio::deferred, and the
+// awaitable operators (`co_await (session.Run(args, use_awaitable) ||
+// timer.async_wait(use_awaitable))` cancels the run when the timer wins).
+//
+// Guarantees of Run:
+//   * It completes exactly once, with the fetched values (in the order of
+//     RunArgs::fetches then fetch_names) or an error, through the completion
+//     handler's associated executor -- never inline inside the call.
+//   * Bad input never crashes: a feed of the wrong dtype or an incompatible
+//     shape, an unknown tensor name, a fetch that needs an unfed placeholder
+//     are InvalidArgument naming the tensor; reading an uninitialised
+//     variable is FailedPrecondition.
+//   * Per-operation cancellation (the handler's cancellation slot; any type)
+//     stops the run: no new op starts, async kernels are cancelled, and the
+//     run completes promptly with Cancelled. A cancellation emitted before
+//     the run started or after it completed has no effect. An op already
+//     running when the cancellation arrives finishes first (synchronous
+//     kernels are not interrupted).
+//   * RunOptions::timeout: DeadlineExceeded when exceeded.
+//   * Cheap ops run on the calling thread; expensive ops and async kernels on
+//     the Runtime's pool (see async/executor.h).
+//
+// Thread safety: thread-safe. Several runs may be in flight at once; each
+// variable update is atomic. The Graph must not change while runs are in
+// flight (finalize it) and must outlive the Session and its runs; the
+// Runtime must outlive them too. Runs in flight keep the session's state
+// alive, so destroying the Session object does not cut them short.
+#ifndef COSESSION_ASYNC_SESSION_H_
+#define COSESSION_ASYNC_SESSION_H_
+
+#include <memory>
+#include <vector>
+
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+
+#include "absl/status/statusor.h"
+#include "async/detail/completion.h"
+#include "async/executor.h"
+#include "async/run_args.h"
+#include "async/runtime.h"
+#include "graph/graph.h"
+#include "graph/resource_manager.h"
+#include "graph/tensor.h"
+
+namespace cosession {
+
+namespace detail {
+struct SessionState;
+}  // namespace detail
+
+class Session {
+ public:
+  using RunResult = absl::StatusOr<std::vector<Tensor>>;
+  using RunWithMetadataResult = absl::StatusOr<RunOutputs>;
+
+  explicit Session(const Graph& graph, Runtime& runtime = Runtime::Default());
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  // Completion signature: void(absl::StatusOr<std::vector<Tensor>>).
+  template <typename CompletionToken>
+  auto Run(RunArgs args, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
+        [](auto handler, std::shared_ptr<detail::SessionState> state,
+           RunArgs args) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          StartRun(std::move(state), std::move(args), slot,
+                   detail::PostToHandler<RunWithMetadataResult>(
+                       std::move(handler),
+                       [](RunWithMetadataResult result) -> RunResult {
+                         if (!result.ok()) return std::move(result).status();
+                         return std::move(result->values);
+                       }));
+        },
+        token, state_, std::move(args));
+  }
+
+  // Like Run, and also returns the run's metadata (step stats when
+  // RunOptions::kFullTrace was asked for). Completion signature:
+  // void(absl::StatusOr<RunOutputs>).
+  template <typename CompletionToken>
+  auto RunWithMetadata(RunArgs args, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(RunWithMetadataResult)>(
+        [](auto handler, std::shared_ptr<detail::SessionState> state,
+           RunArgs args) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          StartRun(std::move(state), std::move(args), slot,
+                   detail::PostToHandler<RunWithMetadataResult>(
+                       std::move(handler), [](RunWithMetadataResult result) {
+                         return result;
+                       }));
+        },
+        token, state_, std::move(args));
+  }
+
+  // Blocks the calling thread until the run completes. For plain threads:
+  // called on a pool thread of this session's Runtime it would wait for work
+  // queued behind itself, so it refuses with FailedPrecondition instead.
+  RunResult RunBlocking(RunArgs args);
+
+  const Graph& graph() const;
+  Runtime& runtime() const;
+  // The session's variable values and random generators.
+  ResourceManager& resources() const;
+
+ private:
+  static void StartRun(std::shared_ptr<detail::SessionState> state,
+                       RunArgs args, boost::asio::cancellation_slot slot,
+                       RunDoneCallback done);
+
+  std::shared_ptr<detail::SessionState> state_;
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_SESSION_H_

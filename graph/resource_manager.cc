@@ -1,0 +1,65 @@
+#include "graph/resource_manager.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace cosession {
+
+ResourceManager::VariableSlot& ResourceManager::Variable(const Node& node) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto it = variables_.find(node.id());
+    if (it != variables_.end()) return *it->second;
+  }
+  absl::MutexLock lock(&mu_);
+  auto& slot = variables_[node.id()];
+  if (slot == nullptr) slot = std::make_unique<VariableSlot>();
+  return *slot;
+}
+
+absl::StatusOr<Tensor> ResourceManager::ReadVariable(const Node& variable) {
+  VariableSlot& slot = Variable(variable);
+  absl::MutexLock lock(&slot.mu);
+  if (!slot.initialized) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Attempting to use uninitialized value ", variable.name()));
+  }
+  return slot.value;
+}
+
+absl::StatusOr<Tensor> ResourceManager::UpdateVariable(
+    const Node& variable,
+    absl::FunctionRef<absl::StatusOr<Tensor>(const Tensor* current)> update) {
+  VariableSlot& slot = Variable(variable);
+  absl::MutexLock lock(&slot.mu);
+  absl::StatusOr<Tensor> next = update(slot.initialized ? &slot.value : nullptr);
+  if (!next.ok()) return next.status();
+  slot.value = *next;
+  slot.initialized = true;
+  return next;
+}
+
+bool ResourceManager::IsInitialized(const Node& variable) {
+  VariableSlot& slot = Variable(variable);
+  absl::MutexLock lock(&slot.mu);
+  return slot.initialized;
+}
+
+void ResourceManager::WithRandomEngine(
+    const Node& node, uint64_t seed,
+    absl::FunctionRef<void(std::mt19937_64&)> fn) {
+  RandomSlot* slot;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& entry = random_[node.id()];
+    if (entry == nullptr) {
+      entry = std::make_unique<RandomSlot>();
+      absl::MutexLock slot_lock(&entry->mu);
+      entry->engine.seed(seed);
+    }
+    slot = entry.get();
+  }
+  absl::MutexLock lock(&slot->mu);
+  fn(slot->engine);
+}
+
+}  // namespace cosession

@@ -1,0 +1,74 @@
+// ResourceManager: the mutable state that ops keep across runs of one
+// session: variable values and the generators of random ops.
+//
+// A Session owns one; kernels reach it through KernelContext::resources().
+// Graph nodes are immutable, so state lives here, keyed by node.
+//
+// Thread safety: thread-safe. Each variable has its own lock; an update runs
+// its function under that lock, so a read-modify-write (AssignAdd) is atomic
+// with respect to every other access of the same variable. Values are
+// replaced, never written in place (see graph/tensor.h), so a read returns a
+// snapshot that later updates do not change.
+#ifndef COSESSION_GRAPH_RESOURCE_MANAGER_H_
+#define COSESSION_GRAPH_RESOURCE_MANAGER_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace cosession {
+
+class ResourceManager {
+ public:
+  ResourceManager() = default;
+  ResourceManager(const ResourceManager&) = delete;
+  ResourceManager& operator=(const ResourceManager&) = delete;
+
+  // The current value of the variable op `variable`; FailedPrecondition
+  // ("uninitialized value <name>") before its first assignment.
+  absl::StatusOr<Tensor> ReadVariable(const Node& variable);
+
+  // Replaces the variable's value by update(current) atomically; `current`
+  // is nullptr while uninitialised. Returns the new value.
+  absl::StatusOr<Tensor> UpdateVariable(
+      const Node& variable,
+      absl::FunctionRef<absl::StatusOr<Tensor>(const Tensor* current)> update);
+
+  bool IsInitialized(const Node& variable);
+
+  // Runs fn(engine) under the lock of the random op `node`'s generator,
+  // creating it from `seed` on first use. Each call advances the stream, so
+  // successive runs draw new numbers, reproducibly for a fixed seed.
+  void WithRandomEngine(const Node& node, uint64_t seed,
+                        absl::FunctionRef<void(std::mt19937_64&)> fn);
+
+ private:
+  struct VariableSlot {
+    absl::Mutex mu;
+    Tensor value ABSL_GUARDED_BY(mu);
+    bool initialized ABSL_GUARDED_BY(mu) = false;
+  };
+  struct RandomSlot {
+    absl::Mutex mu;
+    std::mt19937_64 engine ABSL_GUARDED_BY(mu);
+  };
+  VariableSlot& Variable(const Node& node);
+
+  absl::Mutex mu_;
+  absl::flat_hash_map<int, std::unique_ptr<VariableSlot>> variables_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<int, std::unique_ptr<RandomSlot>> random_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_GRAPH_RESOURCE_MANAGER_H_

@@ -1,0 +1,161 @@
+#include "graph/tensor.h"
+
+#include <cstring>
+#include <new>
+
+#include "absl/strings/str_cat.h"
+#include "graph/status.h"
+
+namespace cosession {
+namespace detail {
+
+TensorBuffer* TensorBuffer::Allocate(size_t bytes) {
+  void* block = ::operator new(kHeaderBytes + bytes,
+                               std::align_val_t{kAlignment});
+  return new (block) TensorBuffer(bytes);
+}
+
+void TensorBuffer::Unref() {
+  // acq_rel: the last owner must see every write made by the others before
+  // it frees the block.
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    this->~TensorBuffer();
+    ::operator delete(static_cast<void*>(this), std::align_val_t{kAlignment});
+  }
+}
+
+}  // namespace detail
+
+Tensor::Tensor(DType dtype, TensorShape shape)
+    : Tensor(dtype, std::move(shape), /*zero_fill=*/true) {}
+
+Tensor::Tensor(DType dtype, TensorShape shape, bool zero_fill)
+    : dtype_(dtype), shape_(std::move(shape)) {
+  if (!shape_.IsFullyDefined()) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "A tensor needs a fully defined shape, got ", shape_.DebugString())));
+  }
+  ThrowIfError(shape_.Validate());
+  num_elements_ = shape_.num_elements();
+  const size_t bytes = TotalBytes();
+  if (bytes > 0) {
+    buffer_ = detail::TensorBuffer::Allocate(bytes);
+    if (zero_fill) std::memset(buffer_->data(), 0, bytes);
+  }
+}
+
+Tensor Tensor::Allocate(DType dtype, TensorShape shape) {
+  return Tensor(dtype, std::move(shape), /*zero_fill=*/false);
+}
+
+Tensor::Tensor(const Tensor& other)
+    : dtype_(other.dtype_),
+      shape_(other.shape_),
+      num_elements_(other.num_elements_),
+      buffer_(other.buffer_) {
+  if (buffer_) buffer_->Ref();
+}
+
+Tensor::Tensor(Tensor&& other) noexcept
+    : dtype_(other.dtype_),
+      shape_(std::move(other.shape_)),
+      num_elements_(other.num_elements_),
+      buffer_(std::exchange(other.buffer_, nullptr)) {}
+
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (this != &other) *this = Tensor(other);
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (this != &other) {
+    if (buffer_) buffer_->Unref();
+    dtype_ = other.dtype_;
+    shape_ = std::move(other.shape_);
+    num_elements_ = other.num_elements_;
+    buffer_ = std::exchange(other.buffer_, nullptr);
+  }
+  return *this;
+}
+
+Tensor::~Tensor() {
+  if (buffer_) buffer_->Unref();
+}
+
+void Tensor::CheckAccess(DType want, bool want_one_element) const {
+  if (want != dtype_) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("Tensor of dtype ", DTypeName(dtype_),
+                     " accessed as ", DTypeName(want))));
+  }
+  if (want_one_element && num_elements_ != 1) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("scalar() on a tensor of shape ", shape_.DebugString())));
+  }
+  if (!IsInitialized()) {
+    throw StatusError(
+        absl::FailedPreconditionError("Access to an uninitialised Tensor"));
+  }
+}
+
+void Tensor::CheckCount(size_t count) const {
+  if (static_cast<int64_t>(count) != num_elements_) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(count, " values given for a tensor of shape ",
+                     shape_.DebugString(), " (", num_elements_,
+                     " elements)")));
+  }
+}
+
+Tensor Tensor::Reshaped(TensorShape shape) const {
+  if (shape.num_elements() != num_elements_) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "Cannot reshape a tensor of shape ", shape_.DebugString(), " to ",
+        shape.DebugString())));
+  }
+  Tensor t(*this);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t = Allocate(dtype_, shape_);
+  if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
+  return t;
+}
+
+bool Tensor::IsSameAs(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  if (TotalBytes() == 0) return true;
+  if (dtype_ == DType::kBool) {
+    auto a = flat<bool>();
+    auto b = other.flat<bool>();
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i] != b[i]) return false;
+    }
+    return true;
+  }
+  return std::memcmp(raw_data(), other.raw_data(), TotalBytes()) == 0;
+}
+
+std::string Tensor::DebugString(int max_values) const {
+  std::string out = absl::StrCat("Tensor<", DTypeName(dtype_), " ",
+                                 shape_.DebugString(), ":");
+  if (!IsInitialized()) return out + " uninitialised>";
+  VisitDType(dtype_, [&]<typename T>() {
+    auto values = flat<T>();
+    const int64_t shown =
+        std::min<int64_t>(values.size(), std::max(0, max_values));
+    for (int64_t i = 0; i < shown; ++i) {
+      if constexpr (std::is_same_v<T, bool>) {
+        absl::StrAppend(&out, " ", values[i] ? "true" : "false");
+      } else {
+        absl::StrAppend(&out, " ", values[i]);
+      }
+    }
+    if (shown < static_cast<int64_t>(values.size())) out += " ...";
+  });
+  return out + ">";
+}
+
+}  // namespace cosession

@@ -1,0 +1,74 @@
+#include "graph/tensor_shape.h"
+
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace cosession {
+
+TensorShape TensorShape::Unknown() {
+  TensorShape shape;
+  shape.unknown_rank_ = true;
+  return shape;
+}
+
+bool TensorShape::IsFullyDefined() const {
+  if (unknown_rank_) return false;
+  for (int64_t d : dims_) {
+    if (d < 0) return false;
+  }
+  return true;
+}
+
+int64_t TensorShape::num_elements() const {
+  if (!IsFullyDefined()) return -1;
+  int64_t n = 1;
+  for (int64_t d : dims_) n *= d;
+  return n;
+}
+
+bool TensorShape::IsCompatibleWith(const TensorShape& other) const {
+  if (unknown_rank_ || other.unknown_rank_) return true;
+  if (dims_.size() != other.dims_.size()) return false;
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    if (dims_[i] >= 0 && other.dims_[i] >= 0 && dims_[i] != other.dims_[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string TensorShape::DebugString() const {
+  if (unknown_rank_) return "<unknown>";
+  return absl::StrCat(
+      "[",
+      absl::StrJoin(dims_, ",",
+                    [](std::string* out, int64_t d) {
+                      if (d < 0) {
+                        out->append("?");
+                      } else {
+                        absl::StrAppend(out, d);
+                      }
+                    }),
+      "]");
+}
+
+absl::Status TensorShape::Validate() const {
+  if (unknown_rank_) return absl::OkStatus();
+  int64_t n = 1;
+  for (int64_t d : dims_) {
+    if (d < kUnknownDim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Invalid dimension ", d, " in shape ", DebugString()));
+    }
+    if (d > 0 && n > std::numeric_limits<int64_t>::max() / d) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Shape ", DebugString(), " has too many elements"));
+    }
+    if (d >= 0) n *= d;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace cosession

@@ -1,0 +1,30 @@
+#include "tests/test_util.h"
+
+namespace cosession::testing {
+
+Runtime& TestRuntime() {
+  static Runtime runtime(RuntimeOptions{.num_threads = 2});
+  return runtime;
+}
+
+absl::StatusOr<std::vector<Tensor>> Eval(
+    Graph& graph, std::vector<Output> fetches,
+    std::vector<std::pair<Output, Tensor>> feeds, bool initialize) {
+  Session session(graph, TestRuntime());
+  if (initialize && !graph.GetCollection(kVariableInitializersCollection).empty()) {
+    Operation init = GlobalVariablesInitializer(graph);
+    auto status = session.RunBlocking({.targets = {init}});
+    if (!status.ok()) return status.status();
+  }
+  return session.RunBlocking(
+      {.fetches = std::move(fetches), .feeds = std::move(feeds)});
+}
+
+absl::StatusOr<Tensor> EvalOne(Graph& graph, Output fetch,
+                               std::vector<std::pair<Output, Tensor>> feeds) {
+  auto values = Eval(graph, {fetch}, std::move(feeds));
+  if (!values.ok()) return values.status();
+  return std::move((*values)[0]);
+}
+
+}  // namespace cosession::testing
