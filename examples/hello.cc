@@ -16,8 +16,9 @@ using namespace cosession;
 asio::awaitable<int> Hello(Graph& graph, Output y, Output x) {
   Session session(graph);
   Tensor input = Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2});
-  auto result = co_await session.Run({.fetches = {y}, .feeds = {{x, input}}},
-                                     asio::use_awaitable);
+  // Named first: g++ 12 rejects a braced temporary inside co_await.
+  RunArgs args{.fetches = {y}, .feeds = {{x, input}}};
+  auto result = co_await session.Run(std::move(args), asio::use_awaitable);
   if (!result.ok()) {
     std::fprintf(stderr, "run failed: %s\n", result.status().ToString().c_str());
     co_return 1;

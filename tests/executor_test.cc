@@ -1,1 +1,296 @@
+// The executor, observed through Session: pruning, ordering, parallelism,
+// errors, cancellation, deadlines and tracing.
+#include <chrono>
+#include <variant>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "async/session.h"
+#include "graph/ops.h"
+#include "tests/co_test.h"
+#include "tests/test_ops.h"
+#include "tests/test_util.h"
+
+namespace cosession {
+namespace {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using testing::TestEvents;
+using testing::TestRuntime;
+
+// Receives `n` "started" notifications from TestWait/TestNever kernels.
+asio::awaitable<void> AwaitStarted(TestEvents& events, int n) {
+  for (int i = 0; i < n; ++i) {
+    co_await events.started.async_receive(asio::use_awaitable);
+  }
+}
+
+// Waits until `n` kernels started, then releases them all.
+asio::awaitable<void> ReleaseWhenAllStarted(TestEvents& events, int n) {
+  co_await AwaitStarted(events, n);
+  for (int i = 0; i < n; ++i) {
+    co_await events.trigger.async_send({}, asio::use_awaitable);
+  }
+}
+
+TEST(Executor, UnneededFailingOpDoesNotRun) {
+  TestEvents events;
+  Graph g;
+  testing::TestFail(g, {}, "unneeded");
+  Output wanted = testing::TestCount(g, {}, {}, "wanted");
+  auto values = testing::Eval(g, {wanted});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(events.runs("wanted"), 1);
+}
+
+TEST(Executor, SharedInputRunsOnceForTwoConsumers) {
+  TestEvents events;
+  Graph g;
+  Output root = testing::TestCount(g, {}, {}, "root");
+  Output left = testing::TestCount(g, {root}, {}, "left");
+  Output right = testing::TestCount(g, {root}, {}, "right");
+  Output join = testing::TestCount(g, {left, right}, {}, "join");
+  auto values = testing::Eval(g, {join, left});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(events.runs("root"), 1);
+  EXPECT_EQ(events.runs("left"), 1);
+  EXPECT_EQ(events.runs("join"), 1);
+}
+
+TEST(Executor, ControlInputsRunFirst) {
+  TestEvents events;
+  Graph g;
+  Output first = testing::TestCount(g, {}, {}, "first");
+  Output second = testing::TestCount(g, {}, {Operation(first.node())}, "second");
+  Output third =
+      testing::TestCount(g, {}, {Operation(second.node())}, "third");
+  ASSERT_TRUE(testing::Eval(g, {third}).ok());
+  EXPECT_EQ(events.order_snapshot(),
+            (std::vector<std::string>{"first", "second", "third"}));
+}
+
+TEST(Executor, FeedingATensorCutsOffItsProducer) {
+  TestEvents events;
+  Graph g;
+  Output broken = testing::TestFail(g, {}, "broken");
+  Output after = ops::Add(g, broken, ops::Const(g, 2.0f));
+  auto value = testing::EvalOne(g, after, {{broken, Tensor::Scalar(5.0f)}});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(value->scalar<float>(), 7.0f);
+}
+
+TEST(Executor, FetchingAFedTensorReturnsTheFeed) {
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kInt32);
+  auto value = testing::EvalOne(g, x, {{x, Tensor::Scalar<int32_t>(42)}});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(value->scalar<int32_t>(), 42);
+}
+
+TEST(Executor, FirstErrorIsReturnedAndItsSuccessorsDoNotRun) {
+  TestEvents events;
+  Graph g;
+  Output bad = testing::TestFail(g, {}, "bad");
+  Output after = testing::TestCount(g, {bad}, {}, "after");
+  auto value = testing::EvalOne(g, after);
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(value.status().message().find("TestFail 'bad' failed"),
+            absl::string_view::npos);
+  EXPECT_EQ(events.runs("after"), 0);
+}
+
+TEST(Executor, KernelExceptionBecomesInternalErrorNamingTheOp) {
+  Graph g;
+  Output boom = testing::TestThrow(g, "boom");
+  auto value = testing::EvalOne(g, boom);
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(value.status().message().find("'boom'"), absl::string_view::npos);
+  EXPECT_NE(value.status().message().find("kernel exploded"),
+            absl::string_view::npos);
+}
+
+TEST(Executor, AsyncKernelErrorIsReturned) {
+  Graph g;
+  Output bad = testing::TestAsyncFail(g, "flaky");
+  auto value = testing::EvalOne(g, bad);
+  ASSERT_FALSE(value.ok());
+  EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(value.status().message().find("'flaky'"), absl::string_view::npos);
+}
+
+// Each kernel waits for a trigger that the test sends only after both have
+// started: run one after the other, they would never finish.
+CO_TEST(Executor, IndependentAsyncKernelsOverlap) {
+  TestEvents events;
+  Graph g;
+  Output a = testing::TestWait(g, "a");
+  Output b = testing::TestWait(g, "b");
+  Output sum = ops::Add(g, a, b);
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {sum}};
+  auto values = co_await (session.Run(args, asio::use_awaitable) &&
+                          ReleaseWhenAllStarted(events, 2));
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 2.0f);
+}
+
+CO_TEST(Executor, CancellationStopsAWaitingAsyncKernel) {
+  TestEvents events;
+  Graph g;
+  Output stuck = testing::TestNever(g, "stuck");
+  Session session(g, TestRuntime());
+  // The run loses the race as soon as its kernel is waiting.
+  RunArgs args{.fetches = {stuck}};
+  auto winner = co_await (session.Run(args, asio::use_awaitable) ||
+                          AwaitStarted(events, 1));
+  EXPECT_EQ(winner.index(), 1u);
+}
+
+CO_TEST(Executor, RunRacedWithATimerIsCancelledWhenTheTimerWins) {
+  TestEvents events;
+  Graph g;
+  Output stuck = testing::TestNever(g, "stuck");
+  Session session(g, TestRuntime());
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(20));
+  RunArgs args{.fetches = {stuck}};
+  auto winner = co_await (session.Run(args, asio::use_awaitable) ||
+                          timer.async_wait(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+}
+
+asio::awaitable<void> CancelWhenStarted(TestEvents& events,
+                                        asio::cancellation_signal& signal) {
+  co_await AwaitStarted(events, 1);
+  signal.emit(asio::cancellation_type::terminal);
+}
+
+CO_TEST(Executor, CancelledRunCompletesWithCancelled) {
+  TestEvents events;
+  Graph g;
+  Output stuck = testing::TestNever(g, "stuck");
+  Session session(g, TestRuntime());
+  asio::cancellation_signal signal;
+  RunArgs args{.fetches = {stuck}};
+  auto result = co_await (
+      session.Run(args, asio::bind_cancellation_slot(signal.slot(),
+                                                     asio::use_awaitable)) &&
+      CancelWhenStarted(events, signal));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+}
+
+CO_TEST(Executor, TimeoutCompletesWithDeadlineExceeded) {
+  TestEvents events;
+  Graph g;
+  Output stuck = testing::TestNever(g, "stuck");
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {stuck}};
+  args.options.timeout = std::chrono::milliseconds(10);
+  auto result = co_await session.Run(args, asio::use_awaitable);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+CO_TEST(Executor, FailingOpCancelsAWaitingAsyncKernel) {
+  TestEvents events;
+  Graph g;
+  Output stuck = testing::TestNever(g, "stuck");
+  Output bad = testing::TestAsyncFail(g, "bad");
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {stuck, bad}};
+  auto result = co_await session.Run(args, asio::use_awaitable);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(Executor, FullTraceRecordsEveryOp) {
+  Graph g;
+  Output a = ops::Const(g, 1.0f, "a");
+  Output b = ops::Add(g, a, a, "b");
+  Session session(g, TestRuntime());
+  absl::Notification done;
+  absl::StatusOr<RunOutputs> outputs;
+  RunArgs args{.fetches = {b}};
+  args.options.trace_level = RunOptions::kFullTrace;
+  session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
+    outputs = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  const auto& stats = outputs->metadata.step_stats.node_stats;
+  ASSERT_EQ(stats.size(), 2u);
+  EXPECT_EQ(stats[0].node_name, "a");
+  EXPECT_EQ(stats[1].node_name, "b");
+  EXPECT_EQ(stats[1].op, "Add");
+  for (const NodeExecStats& s : stats) {
+    EXPECT_LE(s.start, s.end);
+    EXPECT_NE(s.thread_id, 0u);
+  }
+}
+
+TEST(Executor, NoTraceLeavesStepStatsEmpty) {
+  Graph g;
+  Output a = ops::Const(g, 1.0f);
+  Session session(g, TestRuntime());
+  absl::Notification done;
+  absl::StatusOr<RunOutputs> outputs;
+  session.RunWithMetadata({.fetches = {a}}, [&](absl::StatusOr<RunOutputs> r) {
+    outputs = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(outputs.ok());
+  EXPECT_TRUE(outputs->metadata.step_stats.node_stats.empty());
+}
+
+// Two MatMuls big enough to exceed the inline threshold run on the pool, in
+// parallel: their traced intervals come from pool threads, not the caller.
+TEST(Executor, ExpensiveOpsRunOnThePool) {
+  Graph g;
+  Tensor m(DType::kFloat, TensorShape{64, 64});
+  Output a = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm1");
+  Output b = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm2");
+  Session session(g, TestRuntime());
+  absl::Notification done;
+  absl::StatusOr<RunOutputs> outputs;
+  RunArgs args{.fetches = {a, b}};
+  args.options.trace_level = RunOptions::kFullTrace;
+  uint64_t caller_thread = 0;
+  {
+    // Learn this thread's trace id from a cheap traced run.
+    Graph probe;
+    Output c = ops::Const(probe, 1.0f);
+    Session probe_session(probe, TestRuntime());
+    absl::Notification probe_done;
+    RunArgs probe_args{.fetches = {c}};
+    probe_args.options.trace_level = RunOptions::kFullTrace;
+    probe_session.RunWithMetadata(probe_args, [&](absl::StatusOr<RunOutputs> r) {
+      caller_thread = r->metadata.step_stats.node_stats.at(0).thread_id;
+      probe_done.Notify();
+    });
+    ASSERT_TRUE(probe_done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  }
+  session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
+    outputs = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  int matmuls = 0;
+  for (const NodeExecStats& s : outputs->metadata.step_stats.node_stats) {
+    if (s.op != "MatMul") continue;
+    ++matmuls;
+    EXPECT_NE(s.thread_id, caller_thread) << s.node_name;
+  }
+  EXPECT_EQ(matmuls, 2);
+}
+
+}  // namespace
+}  // namespace cosession

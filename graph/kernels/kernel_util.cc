@@ -106,6 +106,17 @@ absl::Status ExpectDType(const InferenceContext& c, int i,
       ")"));
 }
 
+OpDef SyncOpDef(std::string name, ShapeFn shape_fn, SyncKernel kernel,
+                CostFn cost, bool stateful) {
+  OpDef def;
+  def.name = std::move(name);
+  def.shape_fn = std::move(shape_fn);
+  def.kernel = std::move(kernel);
+  def.cost = cost;
+  def.stateful = stateful;
+  return def;
+}
+
 absl::Status KernelError(const KernelContext& ctx, absl::string_view message) {
   return absl::InvalidArgumentError(absl::StrCat(
       message, " [op '", ctx.node().name(), "' (", ctx.node().type(), ")]"));

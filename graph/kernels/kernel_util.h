@@ -120,6 +120,14 @@ inline constexpr DType kNumericDTypes[] = {DType::kFloat, DType::kDouble,
                                            DType::kInt32, DType::kInt64};
 inline constexpr DType kFloatingDTypes[] = {DType::kFloat, DType::kDouble};
 
+// ---- Registration ----
+
+// The definition of an op with a synchronous kernel. (Designated
+// initialisers that skip OpDef fields trip g++ 12's
+// -Wmissing-field-initializers wherever no precompiled header hides it.)
+OpDef SyncOpDef(std::string name, ShapeFn shape_fn, SyncKernel kernel,
+                CostFn cost, bool stateful = false);
+
 // ---- Kernels ----
 
 // InvalidArgument carrying `message` and naming the running op.

@@ -751,108 +751,37 @@ Output AddReduction(Graph& g, const char* op, Output x,
 void RegisterMathOps(OpRegistry& r) {
   using kernels::BroadcastElementsCost;
   using kernels::FirstInputElementsCost;
+  using kernels::SyncOpDef;
   auto must = [](absl::Status s) { ThrowIfError(std::move(s)); };
 
-  must(r.Register({.name = "Add",
-                   .shape_fn = ArithmeticShape,
-                   .kernel = BinaryKernel<AddFn>,
-                   .cost = BroadcastElementsCost}));
-  must(r.Register({.name = "Sub",
-                   .shape_fn = ArithmeticShape,
-                   .kernel = BinaryKernel<SubFn>,
-                   .cost = BroadcastElementsCost}));
-  must(r.Register({.name = "Mul",
-                   .shape_fn = ArithmeticShape,
-                   .kernel = BinaryKernel<MulFn>,
-                   .cost = BroadcastElementsCost}));
-  must(r.Register({.name = "Div",
-                   .shape_fn = ArithmeticShape,
-                   .kernel = DivKernel,
-                   .cost = BroadcastElementsCost}));
-  must(r.Register({.name = "Maximum",
-                   .shape_fn = ArithmeticShape,
-                   .kernel = BinaryKernel<MaximumFn>,
-                   .cost = BroadcastElementsCost}));
-  must(r.Register({.name = "Equal",
-                   .shape_fn = ComparisonShape,
-                   .kernel = BinaryKernel<EqualFn, /*kBoolOutput=*/true>,
-                   .cost = BroadcastElementsCost}));
+  must(r.Register(SyncOpDef("Add", ArithmeticShape, BinaryKernel<AddFn>, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Sub", ArithmeticShape, BinaryKernel<SubFn>, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Mul", ArithmeticShape, BinaryKernel<MulFn>, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Div", ArithmeticShape, DivKernel, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Maximum", ArithmeticShape, BinaryKernel<MaximumFn>, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Equal", ComparisonShape, BinaryKernel<EqualFn, /*kBoolOutput=*/true>, BroadcastElementsCost)));
 
-  must(r.Register({.name = "Neg",
-                   .shape_fn = UnaryShape<NegOp>,
-                   .kernel = UnaryKernel<NegOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Square",
-                   .shape_fn = UnaryShape<SquareOp>,
-                   .kernel = UnaryKernel<SquareOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Sqrt",
-                   .shape_fn = UnaryShape<SqrtOp>,
-                   .kernel = UnaryKernel<SqrtOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Exp",
-                   .shape_fn = UnaryShape<ExpOp>,
-                   .kernel = UnaryKernel<ExpOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Log",
-                   .shape_fn = UnaryShape<LogOp>,
-                   .kernel = UnaryKernel<LogOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Relu",
-                   .shape_fn = UnaryShape<ReluOp>,
-                   .kernel = UnaryKernel<ReluOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Sigmoid",
-                   .shape_fn = UnaryShape<SigmoidOp>,
-                   .kernel = UnaryKernel<SigmoidOp>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Tanh",
-                   .shape_fn = UnaryShape<TanhOp>,
-                   .kernel = UnaryKernel<TanhOp>,
-                   .cost = FirstInputElementsCost}));
+  must(r.Register(SyncOpDef("Neg", UnaryShape<NegOp>, UnaryKernel<NegOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Square", UnaryShape<SquareOp>, UnaryKernel<SquareOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Sqrt", UnaryShape<SqrtOp>, UnaryKernel<SqrtOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Exp", UnaryShape<ExpOp>, UnaryKernel<ExpOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Log", UnaryShape<LogOp>, UnaryKernel<LogOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Relu", UnaryShape<ReluOp>, UnaryKernel<ReluOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Sigmoid", UnaryShape<SigmoidOp>, UnaryKernel<SigmoidOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Tanh", UnaryShape<TanhOp>, UnaryKernel<TanhOp>, FirstInputElementsCost)));
 
-  must(r.Register({.name = "AddN",
-                   .shape_fn = AddNShape,
-                   .kernel = AddNKernel,
-                   .cost = kernels::AllInputElementsCost}));
-  must(r.Register({.name = "MatMul",
-                   .shape_fn = MatMulShape,
-                   .kernel = MatMulKernel,
-                   .cost = MatMulCost}));
+  must(r.Register(SyncOpDef("AddN", AddNShape, AddNKernel, kernels::AllInputElementsCost)));
+  must(r.Register(SyncOpDef("MatMul", MatMulShape, MatMulKernel, MatMulCost)));
 
-  must(r.Register({.name = "Sum",
-                   .shape_fn = ReductionShape,
-                   .kernel = ReductionKernel<SumReducer>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Mean",
-                   .shape_fn = ReductionShape,
-                   .kernel = ReductionKernel<MeanReducer>,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Max",
-                   .shape_fn = ReductionShape,
-                   .kernel = ReductionKernel<MaxReducer>,
-                   .cost = FirstInputElementsCost}));
+  must(r.Register(SyncOpDef("Sum", ReductionShape, ReductionKernel<SumReducer>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Mean", ReductionShape, ReductionKernel<MeanReducer>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Max", ReductionShape, ReductionKernel<MaxReducer>, FirstInputElementsCost)));
 
-  must(r.Register({.name = "Softmax",
-                   .shape_fn = SoftmaxShape,
-                   .kernel = SoftmaxKernel,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "Cast",
-                   .shape_fn = CastShape,
-                   .kernel = CastKernel,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "ArgMax",
-                   .shape_fn = ArgMaxShape,
-                   .kernel = ArgMaxKernel,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "IsFinite",
-                   .shape_fn = IsFiniteShape,
-                   .kernel = IsFiniteKernel,
-                   .cost = FirstInputElementsCost}));
-  must(r.Register({.name = "CheckNumerics",
-                   .shape_fn = CheckNumericsShape,
-                   .kernel = CheckNumericsKernel,
-                   .cost = FirstInputElementsCost}));
+  must(r.Register(SyncOpDef("Softmax", SoftmaxShape, SoftmaxKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Cast", CastShape, CastKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("ArgMax", ArgMaxShape, ArgMaxKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("IsFinite", IsFiniteShape, IsFiniteKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("CheckNumerics", CheckNumericsShape, CheckNumericsKernel, FirstInputElementsCost)));
 }
 
 namespace ops {

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Quick start, second command: installs what is missing, then builds and runs
+# the whole test suite in each configuration given (default: all three, as
+# CI does):
+#   release  -O3, plus the benchmarks (smoke-run) and examples
+#   asan     AddressSanitizer + UndefinedBehaviorSanitizer
+#   tsan     ThreadSanitizer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install_deps.sh
+source scripts/env.sh
+
+configs=("$@")
+if ((${#configs[@]} == 0)); then configs=(release asan tsan); fi
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_init_order=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
+                 -DCOSESSION_BUILD_BENCHMARKS=OFF -DCOSESSION_BUILD_EXAMPLES=OFF)
+passed=0
+for config in "${configs[@]}"; do
+  echo "=== $config ==="
+  case "$config" in
+    release) configure_build release -DCMAKE_BUILD_TYPE=Release ;;
+    asan) configure_build asan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=address ;;
+    tsan) configure_build tsan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=thread ;;
+    *) echo "unknown configuration '$config' (release, asan, tsan)" >&2; exit 2 ;;
+  esac
+  start=$SECONDS
+  cmake --build "build/$config"
+  echo "built $config in $((SECONDS - start)) s"
+  if [ "$config" = release ]; then
+    # The benchmarks must at least run; timings come from a quiet machine.
+    ./build/release/bench/cosession_bench --benchmark_min_time=0.001 >/dev/null
+    ./build/release/examples/hello >/dev/null
+  fi
+  ctest --test-dir "build/$config" --output-on-failure -j2 --timeout 300
+  passed=$((passed + 1))
+done
+echo "all ${passed} configurations passed: ${configs[*]}"

@@ -1,0 +1,72 @@
+// Ops for executor and session tests, registered once on first use:
+//   TestCount(inputs...)  sync: counts its runs (TestEvents::runs), appends
+//                         its name to TestEvents::order, outputs float 1.
+//   TestFail(inputs...)   sync: fails with Internal "TestFail '<name>' failed".
+//   TestThrow()           sync: throws std::runtime_error.
+//   TestWait()            async: sends its name on `started`, then waits for
+//                         one token on `trigger`; outputs float 1.
+//   TestNever()           async: sends its name on `started`, then waits on a
+//                         channel nobody sends to (until cancelled).
+//   TestAsyncFail()       async: yields once, then fails with Unavailable.
+// The ops reach the per-test TestEvents through TestEvents::Current().
+#ifndef COSESSION_TESTS_TEST_OPS_H_
+#define COSESSION_TESTS_TEST_OPS_H_
+
+#include <string>
+#include <vector>
+
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/system/error_code.hpp>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "graph/graph.h"
+
+namespace cosession::testing {
+
+using NameChannel = boost::asio::experimental::concurrent_channel<void(
+    boost::system::error_code, std::string)>;
+using TokenChannel = boost::asio::experimental::concurrent_channel<void(
+    boost::system::error_code)>;
+
+// Created by a test; installs itself as Current() for its lifetime.
+class TestEvents {
+ public:
+  TestEvents();
+  ~TestEvents();
+  static TestEvents& Current();
+
+  int runs(const std::string& name) {
+    absl::MutexLock lock(&mu);
+    return run_counts[name];
+  }
+  std::vector<std::string> order_snapshot() {
+    absl::MutexLock lock(&mu);
+    return order;
+  }
+
+  NameChannel started;
+  TokenChannel trigger;
+  TokenChannel never;
+
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, int> run_counts ABSL_GUARDED_BY(mu);
+  std::vector<std::string> order ABSL_GUARDED_BY(mu);
+};
+
+void RegisterTestOps();
+
+// Builders.
+Output TestCount(Graph& g, std::vector<Output> inputs = {},
+                 std::vector<Operation> control_inputs = {},
+                 std::string name = "");
+Output TestFail(Graph& g, std::vector<Output> inputs = {},
+                std::string name = "");
+Output TestThrow(Graph& g, std::string name = "");
+Output TestWait(Graph& g, std::string name = "");
+Output TestNever(Graph& g, std::string name = "");
+Output TestAsyncFail(Graph& g, std::string name = "");
+
+}  // namespace cosession::testing
+
+#endif  // COSESSION_TESTS_TEST_OPS_H_
