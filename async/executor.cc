@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -15,11 +16,11 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
+#include "absl/container/fixed_array.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "graph/status.h"
 
 namespace cosession {
@@ -173,12 +174,6 @@ uint64_t SmallThreadId() {
   return id;
 }
 
-int64_t DefaultCost(const KernelContext& ctx) {
-  int64_t cost = 0;
-  for (int i = 0; i < ctx.num_inputs(); ++i) cost += ctx.input(i).NumElements();
-  return cost;
-}
-
 }  // namespace
 
 // The state of one execution. Shared by the threads and coroutines that work
@@ -196,7 +191,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
         runtime_(runtime),
         trace_(options.trace_level >= RunOptions::kFullTrace),
         slots_(plan_->num_slots_),
-        pending_(new std::atomic<int>[plan_->steps_.size()]),
+        pending_(plan_->steps_.size()),
         remaining_(plan_->num_ops()),
         done_(std::move(done)) {
     for (size_t s = 0; s < plan_->steps_.size(); ++s) {
@@ -238,7 +233,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // kernels waiting now are cancelled.
   void Stop(absl::Status cause) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard lock(mu_);
       if (status_.ok()) status_ = std::move(cause);
     }
     if (stop_.exchange(true, std::memory_order_acq_rel)) return;
@@ -275,10 +270,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   bool IsExpensive(const Step& step) {
     if (step.op->async_kernel) return false;  // it only starts a coroutine
-    InputPtrs inputs = Inputs(step);
-    KernelContext ctx(*step.node, inputs, &slots_[step.first_output_slot],
-                      *resources_, &stop_);
-    const int64_t cost = step.op->cost ? step.op->cost(ctx) : DefaultCost(ctx);
+    int64_t cost = 0;
+    if (step.op->cost == nullptr) {
+      for (int slot : step.input_slots) cost += slots_[slot].NumElements();
+    } else {
+      InputPtrs inputs = Inputs(step);
+      KernelContext ctx(*step.node, inputs, slots_.data() + step.first_output_slot,
+                        *resources_, &stop_);
+      cost = step.op->cost(ctx);
+    }
     return cost >= runtime_.inline_cost_threshold();
   }
 
@@ -319,7 +319,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   void RunSync(const Step& step) {
     InputPtrs inputs = Inputs(step);
-    KernelContext ctx(*step.node, inputs, &slots_[step.first_output_slot],
+    KernelContext ctx(*step.node, inputs, slots_.data() + step.first_output_slot,
                       *resources_, &stop_);
     const auto start = trace_ ? std::chrono::steady_clock::now()
                               : std::chrono::steady_clock::time_point();
@@ -341,7 +341,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   void Record(const Step& step, std::chrono::steady_clock::time_point start) {
     NodeExecStats stats{step.node->name(), step.node->type(), start,
                         std::chrono::steady_clock::now(), SmallThreadId()};
-    absl::MutexLock lock(&mu_);
+    std::lock_guard lock(mu_);
     node_stats_.push_back(std::move(stats));
   }
 
@@ -388,7 +388,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
       std::shared_ptr<RunState> self, int s) {
     const Step& step = self->plan_->steps_[s];
     InputPtrs inputs = self->Inputs(step);
-    KernelContext ctx(*step.node, inputs, &self->slots_[step.first_output_slot],
+    KernelContext ctx(*step.node, inputs, self->slots_.data() + step.first_output_slot,
                       *self->resources_, &self->stop_);
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
@@ -425,7 +425,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     absl::Status status;
     std::vector<NodeExecStats> node_stats;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard lock(mu_);
       status = status_;
       node_stats = std::move(node_stats_);
     }
@@ -453,13 +453,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
   const bool trace_;
   // slots_[i] is written by one op before it releases its successors
   // (acq_rel on pending_), and read only after.
-  std::vector<Tensor> slots_;
-  std::unique_ptr<std::atomic<int>[]> pending_;
+  // Inline storage: a small plan's run state is a single allocation.
+  absl::FixedArray<Tensor, 4> slots_;
+  absl::FixedArray<std::atomic<int>, 8> pending_;
   std::atomic<int> remaining_;
   std::atomic<bool> stop_{false};
   RunDoneCallback done_;
 
-  absl::Mutex mu_;
+  // std::mutex: see graph/resource_manager.h on absl::Mutex's cost here.
+  std::mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeExecStats> node_stats_ ABSL_GUARDED_BY(mu_);
 

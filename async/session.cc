@@ -3,7 +3,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+
 #include "absl/synchronization/notification.h"
 #include "graph/status.h"
 
@@ -21,7 +22,7 @@ struct SessionState {
   const Graph& graph;
   Runtime& runtime;
   ResourceManager resources;
-  absl::Mutex mu;
+  std::mutex mu;  // not absl::Mutex: see graph/resource_manager.h
   absl::flat_hash_map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans
       ABSL_GUARDED_BY(mu);
 };
@@ -82,14 +83,14 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
     key.push_back(target.valid() ? target.node()->id() : -2);
   }
   {
-    absl::MutexLock lock(&state.mu);
+    std::lock_guard lock(state.mu);
     auto it = state.plans.find(key);
     if (it != state.plans.end()) return it->second;
   }
   COSESSION_ASSIGN_OR_RETURN(
       std::shared_ptr<const ExecutionPlan> plan,
       ExecutionPlan::Build(state.graph, feeds, args.fetches, args.targets));
-  absl::MutexLock lock(&state.mu);
+  std::lock_guard lock(state.mu);
   state.plans.emplace(std::move(key), plan);
   return plan;
 }

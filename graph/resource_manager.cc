@@ -6,11 +6,11 @@ namespace cosession {
 
 ResourceManager::VariableSlot& ResourceManager::Variable(const Node& node) {
   {
-    absl::ReaderMutexLock lock(&mu_);
+    std::shared_lock lock(mu_);
     auto it = variables_.find(node.id());
     if (it != variables_.end()) return *it->second;
   }
-  absl::MutexLock lock(&mu_);
+  std::unique_lock lock(mu_);
   auto& slot = variables_[node.id()];
   if (slot == nullptr) slot = std::make_unique<VariableSlot>();
   return *slot;
@@ -18,7 +18,7 @@ ResourceManager::VariableSlot& ResourceManager::Variable(const Node& node) {
 
 absl::StatusOr<Tensor> ResourceManager::ReadVariable(const Node& variable) {
   VariableSlot& slot = Variable(variable);
-  absl::MutexLock lock(&slot.mu);
+  std::lock_guard lock(slot.mu);
   if (!slot.initialized) {
     return absl::FailedPreconditionError(absl::StrCat(
         "Attempting to use uninitialized value ", variable.name()));
@@ -30,7 +30,7 @@ absl::StatusOr<Tensor> ResourceManager::UpdateVariable(
     const Node& variable,
     absl::FunctionRef<absl::StatusOr<Tensor>(const Tensor* current)> update) {
   VariableSlot& slot = Variable(variable);
-  absl::MutexLock lock(&slot.mu);
+  std::lock_guard lock(slot.mu);
   absl::StatusOr<Tensor> next = update(slot.initialized ? &slot.value : nullptr);
   if (!next.ok()) return next.status();
   slot.value = *next;
@@ -40,7 +40,7 @@ absl::StatusOr<Tensor> ResourceManager::UpdateVariable(
 
 bool ResourceManager::IsInitialized(const Node& variable) {
   VariableSlot& slot = Variable(variable);
-  absl::MutexLock lock(&slot.mu);
+  std::lock_guard lock(slot.mu);
   return slot.initialized;
 }
 
@@ -49,16 +49,16 @@ void ResourceManager::WithRandomEngine(
     absl::FunctionRef<void(std::mt19937_64&)> fn) {
   RandomSlot* slot;
   {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock lock(mu_);
     auto& entry = random_[node.id()];
     if (entry == nullptr) {
       entry = std::make_unique<RandomSlot>();
-      absl::MutexLock slot_lock(&entry->mu);
+      std::lock_guard slot_lock(entry->mu);
       entry->engine.seed(seed);
     }
     slot = entry.get();
   }
-  absl::MutexLock lock(&slot->mu);
+  std::lock_guard lock(slot->mu);
   fn(slot->engine);
 }
 

@@ -20,7 +20,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
+#include <mutex>
+#include <shared_mutex>
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
@@ -51,18 +52,20 @@ class ResourceManager {
                         absl::FunctionRef<void(std::mt19937_64&)> fn);
 
  private:
+  // std mutexes rather than absl::Mutex: Debian's Abseil is built with
+  // deadlock detection, which costs ~1 µs per lock on this hot path.
   struct VariableSlot {
-    absl::Mutex mu;
+    std::mutex mu;
     Tensor value ABSL_GUARDED_BY(mu);
     bool initialized ABSL_GUARDED_BY(mu) = false;
   };
   struct RandomSlot {
-    absl::Mutex mu;
+    std::mutex mu;
     std::mt19937_64 engine ABSL_GUARDED_BY(mu);
   };
   VariableSlot& Variable(const Node& node);
 
-  absl::Mutex mu_;
+  std::shared_mutex mu_;
   absl::flat_hash_map<int, std::unique_ptr<VariableSlot>> variables_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, std::unique_ptr<RandomSlot>> random_

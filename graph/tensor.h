@@ -47,9 +47,10 @@ class TensorBuffer {
 
  private:
   static constexpr size_t kHeaderBytes = kAlignment;
-  explicit TensorBuffer(size_t bytes) : bytes_(bytes) {}
+  TensorBuffer(size_t bytes, void* block) : bytes_(bytes), block_(block) {}
   std::atomic<int32_t> refs_{1};
   size_t bytes_;
+  void* block_;  // what malloc returned; the header sits at the next 64 bytes
 };
 }  // namespace detail
 

@@ -81,9 +81,9 @@ TEST(Graph, AnExplicitNameEqualToAGeneratedOneIsSuffixedAgain) {
   Output generated = ops::Const(g, 2.0f, "y");
   Output explicit_dup = ops::Const(g, 3.0f, "y_1");
   EXPECT_EQ(generated.node()->name(), "y_1");
-  EXPECT_NE(explicit_dup.node()->name(), "y_1");
+  EXPECT_EQ(explicit_dup.node()->name(), "y_1_1");
   EXPECT_EQ(g.FindNode("y_1"), generated.node());
-  EXPECT_EQ(g.FindNode(explicit_dup.node()->name()), explicit_dup.node());
+  EXPECT_EQ(g.FindNode("y_1_1"), explicit_dup.node());
 }
 
 TEST(Graph, NodeIdsAreSequentialAndIndexTheGraph) {

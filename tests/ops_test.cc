@@ -2,6 +2,8 @@
 // (checked against hand-computed results), broadcasting, dtypes, empty
 // tensors, build-time shape and dtype checks, run-time errors, seeding of the
 // random ops and the cost estimates the executor schedules by.
+#include "graph/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,7 +22,6 @@
 #include "graph/graph.h"
 #include "graph/kernel.h"
 #include "graph/op_registry.h"
-#include "graph/ops.h"
 #include "graph/resource_manager.h"
 #include "graph/status.h"
 #include "graph/tensor.h"
@@ -91,8 +92,8 @@ AssertionResult MessageContains(const absl::Status& status,
   if (std::string(status.message()).find(part) != std::string::npos) {
     return AssertionSuccess();
   }
-  return AssertionFailure() << "'" << status.message() << "' lacks '" << part
-                            << "'";
+  return AssertionFailure()
+         << "'" << status.message() << "' lacks '" << part << "'";
 }
 
 // `t` has dtype T, shape `shape` and the values `want` (floats within
@@ -127,9 +128,9 @@ AssertionResult HasValues(const Tensor& t, TensorShape shape,
       same = got[i] == want[i];
     }
     if (!same) {
-      return AssertionFailure() << "value " << i << " is " << got[i]
-                                << ", want " << want[i] << " in "
-                                << t.DebugString(32);
+      return AssertionFailure()
+             << "value " << i << " is " << got[i] << ", want " << want[i]
+             << " in " << t.DebugString(32);
     }
   }
   return AssertionSuccess();
@@ -141,16 +142,14 @@ TEST(OpsBroadcast, AddsARowVectorToEachRowOfAMatrix) {
   Graph g;
   Output y = ops::Add(g, ConstOf<float>(g, {1, 2, 3, 4, 5, 6}, {2, 3}),
                       ConstOf<float>(g, {10, 20, 30}, {3}));
-  EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2, 3},
-                               {11, 22, 33, 14, 25, 36}));
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2, 3}, {11, 22, 33, 14, 25, 36}));
 }
 
 TEST(OpsBroadcast, MultipliesAColumnByARowIntoAnOuterProduct) {
   Graph g;
   Output y = ops::Mul(g, ConstOf<float>(g, {2, 3}, {2, 1}),
                       ConstOf<float>(g, {1, 10, 100}, {1, 3}));
-  EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2, 3},
-                               {2, 20, 200, 3, 30, 300}));
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2, 3}, {2, 20, 200, 3, 30, 300}));
 }
 
 TEST(OpsBroadcast, AddsAScalarOnTheLeftToEveryElement) {
@@ -172,9 +171,9 @@ TEST(OpsBroadcast, StretchesDimensionsOfBothOperandsInRankThree) {
   // [2,1,3] + [2,1] -> [2,2,3]: out[i][j][k] = a[i][0][k] + b[j][0].
   Output y = ops::Add(g, ConstOf<float>(g, {1, 2, 3, 4, 5, 6}, {2, 1, 3}),
                       ConstOf<float>(g, {10, 20}, {2, 1}));
-  EXPECT_TRUE(HasValues<float>(
-      EvalOk(g, y), {2, 2, 3},
-      {11, 12, 13, 21, 22, 23, 14, 15, 16, 24, 25, 26}));
+  EXPECT_TRUE(
+      HasValues<float>(EvalOk(g, y), {2, 2, 3},
+                       {11, 12, 13, 21, 22, 23, 14, 15, 16, 24, 25, 26}));
 }
 
 TEST(OpsBroadcast, AddingARowToAnEmptyMatrixGivesAnEmptyMatrix) {
@@ -194,6 +193,7 @@ TEST(OpsBroadcast, InfersPartiallyKnownShapesAtBuildTime) {
             TensorShape({kUnknownDim, 3}));
   EXPECT_EQ(ops::Add(g, column, ConstOf<float>(g, {1, 2}, {1, 2})).shape(),
             TensorShape({kUnknownDim, 2}));
+  EXPECT_EQ(ops::Add(g, rows, rows).shape(), TensorShape({kUnknownDim, 3}));
   EXPECT_TRUE(ops::Add(g, rows, any).shape().unknown_rank());
 }
 
@@ -201,8 +201,7 @@ TEST(OpsBroadcast, IncompatibleShapesFailAtBuildTimeNamingTheOp) {
   Graph g;
   Output a = ConstOf<float>(g, {1, 2, 3, 4, 5, 6}, {2, 3});
   Output b = ConstOf<float>(g, {1, 2, 3, 4}, {4});
-  absl::Status status =
-      StatusThrownBy([&] { ops::Add(g, a, b, "bad_add"); });
+  absl::Status status = StatusThrownBy([&] { ops::Add(g, a, b, "bad_add"); });
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageContains(status, "bad_add"));
   EXPECT_TRUE(MessageContains(status, "[2,3] vs. [4]"));
@@ -213,9 +212,9 @@ TEST(OpsBroadcast, IncompatibleFedShapesFailAtRunTimeNamingTheOp) {
   Output a = ops::Placeholder(g, DType::kFloat);
   Output b = ops::Placeholder(g, DType::kFloat);
   Output y = ops::Add(g, a, b, "fed_add");
-  absl::Status status =
-      EvalError(g, y, {{a, Tensor::FromVector<float>({1, 2})},
-                       {b, Tensor::FromVector<float>({1, 2, 3})}});
+  absl::Status status = EvalError(g, y,
+                                  {{a, Tensor::FromVector<float>({1, 2})},
+                                   {b, Tensor::FromVector<float>({1, 2, 3})}});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageContains(status, "fed_add"));
   EXPECT_TRUE(MessageContains(status, "Incompatible shapes"));
@@ -315,9 +314,8 @@ TEST(OpsUnary, SqrtOfANegativeNumberIsNaN) {
 TEST(OpsUnary, ExpRaisesEToEachElement) {
   Graph g;
   Output y = ops::Exp(g, ConstOf<double>(g, {0, 1, -1}, {3}));
-  EXPECT_TRUE(HasValues<double>(EvalOk(g, y), {3},
-                                {1, 2.718281828459045, 0.36787944117144233},
-                                1e-12));
+  EXPECT_TRUE(HasValues<double>(
+      EvalOk(g, y), {3}, {1, 2.718281828459045, 0.36787944117144233}, 1e-12));
 }
 
 TEST(OpsUnary, LogOfZeroIsMinusInfinity) {
@@ -344,9 +342,9 @@ TEST(OpsUnary, KeepsTheShapeOfAnEmptyTensor) {
 
 TEST(OpsAddN, SumsAllInputs) {
   Graph g;
-  Output y = ops::AddN(g, {ConstOf<float>(g, {1, 2}, {2}),
-                           ConstOf<float>(g, {10, 20}, {2}),
-                           ConstOf<float>(g, {100, 200}, {2})});
+  Output y = ops::AddN(
+      g, {ConstOf<float>(g, {1, 2}, {2}), ConstOf<float>(g, {10, 20}, {2}),
+          ConstOf<float>(g, {100, 200}, {2})});
   EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2}, {111, 222}));
 }
 
@@ -532,15 +530,16 @@ TEST(OpsReduce, MaxOverAnEmptyDimensionIsTheLowestValue) {
   Output f = ops::Max(g, ops::Const(g, Tensor(DType::kFloat, {0})));
   Output i = ops::Max(g, ops::Const(g, Tensor(DType::kInt32, {2, 0})), {1});
   EXPECT_TRUE(HasValues<float>(EvalOk(g, f), {}, {-kInf}));
-  EXPECT_TRUE(HasValues<int32_t>(
-      EvalOk(g, i), {2}, {std::numeric_limits<int32_t>::lowest(),
-                          std::numeric_limits<int32_t>::lowest()}));
+  EXPECT_TRUE(HasValues<int32_t>(EvalOk(g, i), {2},
+                                 {std::numeric_limits<int32_t>::lowest(),
+                                  std::numeric_limits<int32_t>::lowest()}));
 }
 
 TEST(OpsReduce, AnAxisOutOfRangeFailsAtBuildTime) {
   Graph g;
   Output x = Matrix23(g);
-  absl::Status status = StatusThrownBy([&] { ops::Sum(g, x, {2}, false, "s"); });
+  absl::Status status =
+      StatusThrownBy([&] { ops::Sum(g, x, {2}, false, "s"); });
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageContains(status, "'s' (Sum)"));
   EXPECT_TRUE(MessageContains(status, "axis 2 is out of range"));
@@ -564,9 +563,9 @@ TEST(OpsActivation, ReluZeroesNegativeValues) {
 TEST(OpsActivation, SigmoidIsTheLogisticFunction) {
   Graph g;
   Output y = ops::Sigmoid(g, ConstOf<double>(g, {0, 2, -100}, {3}));
-  EXPECT_TRUE(HasValues<double>(EvalOk(g, y), {3},
-                                {0.5, 0.8807970779778823, 3.720075976020836e-44},
-                                1e-12));
+  EXPECT_TRUE(HasValues<double>(
+      EvalOk(g, y), {3}, {0.5, 0.8807970779778823, 3.720075976020836e-44},
+      1e-12));
 }
 
 TEST(OpsActivation, TanhIsTheHyperbolicTangent) {
@@ -588,7 +587,8 @@ TEST(OpsActivation, SoftmaxNormalisesEachRowOverTheLastAxis) {
 TEST(OpsActivation, SoftmaxRowsSumToOne) {
   Graph g;
   Output y = ops::Sum(
-      g, ops::Softmax(g, ConstOf<float>(g, {0.3f, -7, 4, 9, 1, 1, 2, 2}, {2, 4})),
+      g,
+      ops::Softmax(g, ConstOf<float>(g, {0.3f, -7, 4, 9, 1, 1, 2, 2}, {2, 4})),
       {1});
   EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2}, {1, 1}));
 }
@@ -619,8 +619,8 @@ TEST(OpsCast, FloatToInt32TruncatesTowardZero) {
 
 TEST(OpsCast, Int64ToDoubleKeepsTheValues) {
   Graph g;
-  Output y = ops::Cast(g, ConstOf<int64_t>(g, {-3, 1LL << 40}, {2}),
-                       DType::kDouble);
+  Output y =
+      ops::Cast(g, ConstOf<int64_t>(g, {-3, 1LL << 40}, {2}), DType::kDouble);
   EXPECT_TRUE(HasValues<double>(EvalOk(g, y), {2}, {-3, 1099511627776.0}));
 }
 
@@ -652,22 +652,21 @@ TEST(OpsEqual, ComparesElementwiseWithBroadcasting) {
   Output y = ops::Equal(g, ConstOf<int32_t>(g, {1, 2, 3, 2}, {2, 2}),
                         ConstOf<int32_t>(g, {1, 2}, {2}));
   EXPECT_EQ(y.dtype(), DType::kBool);
-  EXPECT_TRUE(
-      HasValues<bool>(EvalOk(g, y), {2, 2}, {true, true, false, true}));
+  EXPECT_TRUE(HasValues<bool>(EvalOk(g, y), {2, 2}, {true, true, false, true}));
 }
 
 TEST(OpsEqual, ComparesBools) {
   Graph g;
-  Output y = ops::Equal(g, ConstOf<bool>(g, {true, false}, {2}),
-                        ops::Const(g, false));
+  Output y =
+      ops::Equal(g, ConstOf<bool>(g, {true, false}, {2}), ops::Const(g, false));
   EXPECT_TRUE(HasValues<bool>(EvalOk(g, y), {2}, {false, true}));
 }
 
 TEST(OpsEqual, NaNIsNotEqualToItself) {
   Graph g;
   Output x = ConstOf<float>(g, {kNaN, 1}, {2});
-  EXPECT_TRUE(HasValues<bool>(EvalOk(g, ops::Equal(g, x, x)), {2},
-                              {false, true}));
+  EXPECT_TRUE(
+      HasValues<bool>(EvalOk(g, ops::Equal(g, x, x)), {2}, {false, true}));
 }
 
 // ------------------------------------------------------------------- ArgMax
@@ -681,7 +680,8 @@ TEST(OpsArgMax, FindsTheLargestAlongTheLastAxis) {
 
 TEST(OpsArgMax, FindsTheLargestAlongANegativeAxis) {
   Graph g;
-  Output y = ops::ArgMax(g, ConstOf<int32_t>(g, {1, 9, 3, 7, 2, 8}, {2, 3}), -2);
+  Output y =
+      ops::ArgMax(g, ConstOf<int32_t>(g, {1, 9, 3, 7, 2, 8}, {2, 3}), -2);
   EXPECT_TRUE(HasValues<int64_t>(EvalOk(g, y), {3}, {1, 0, 1}));
 }
 
@@ -703,8 +703,7 @@ TEST(OpsArgMax, AnAxisOutOfRangeFailsAtBuildTime) {
 TEST(OpsNumerics, IsFiniteIsFalseForNaNAndInfinities) {
   Graph g;
   Output y = ops::IsFinite(g, ConstOf<float>(g, {1, kNaN, kInf, -kInf}, {4}));
-  EXPECT_TRUE(
-      HasValues<bool>(EvalOk(g, y), {4}, {true, false, false, false}));
+  EXPECT_TRUE(HasValues<bool>(EvalOk(g, y), {4}, {true, false, false, false}));
 }
 
 TEST(OpsNumerics, CheckNumericsPassesFiniteValuesThrough) {
@@ -756,16 +755,18 @@ TEST(OpsReshape, AMismatchedElementCountFailsAtBuildTime) {
 TEST(OpsReshape, AMinusOneThatDoesNotDivideFailsAtBuildTime) {
   Graph g;
   Output x = Matrix23(g);
-  absl::Status status =
-      StatusThrownBy([&] { ops::Reshape(g, x, {4, kUnknownDim}); });
+  absl::Status status = StatusThrownBy([&] {
+    ops::Reshape(g, x, {4, kUnknownDim});
+  });
   EXPECT_TRUE(MessageContains(status, "cannot be inferred"));
 }
 
 TEST(OpsReshape, TwoMinusOnesFailAtBuildTime) {
   Graph g;
   Output x = Matrix23(g);
-  absl::Status status = StatusThrownBy(
-      [&] { ops::Reshape(g, x, {kUnknownDim, kUnknownDim}); });
+  absl::Status status = StatusThrownBy([&] {
+    ops::Reshape(g, x, {kUnknownDim, kUnknownDim});
+  });
   EXPECT_TRUE(MessageContains(status, "only one dimension may be -1"));
 }
 
@@ -804,7 +805,8 @@ TEST(OpsTranspose, AppliesAPermutation) {
   std::vector<int32_t> values(12);
   for (int i = 0; i < 12; ++i) values[i] = i;
   // out[i][j][k] = in[j][k][i] = 6j + 2k + i.
-  Output y = ops::Transpose(g, ConstOf<int32_t>(g, values, {2, 3, 2}), {2, 0, 1});
+  Output y =
+      ops::Transpose(g, ConstOf<int32_t>(g, values, {2, 3, 2}), {2, 0, 1});
   EXPECT_TRUE(HasValues<int32_t>(EvalOk(g, y), {2, 2, 3},
                                  {0, 2, 4, 6, 8, 10, 1, 3, 5, 7, 9, 11}));
 }
@@ -934,8 +936,10 @@ TEST(OpsRandom, SuccessiveRunsOfOneSessionDrawNewValues) {
   Graph g;
   Output r = ops::RandomUniform(g, {16}, DType::kFloat, /*seed=*/9);
   Session session(g, testing::TestRuntime());
-  absl::StatusOr<std::vector<Tensor>> first = session.RunBlocking({.fetches = {r}});
-  absl::StatusOr<std::vector<Tensor>> second = session.RunBlocking({.fetches = {r}});
+  absl::StatusOr<std::vector<Tensor>> first =
+      session.RunBlocking({.fetches = {r}});
+  absl::StatusOr<std::vector<Tensor>> second =
+      session.RunBlocking({.fetches = {r}});
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_NE(FloatValues((*first)[0]), FloatValues((*second)[0]));
@@ -948,7 +952,8 @@ TEST(OpsRandom, SuccessiveRunsRepeatAcrossSessionsWithTheSameSeed) {
   for (auto& session_runs : runs) {
     Session session(g, testing::TestRuntime());
     for (int i = 0; i < 2; ++i) {
-      absl::StatusOr<std::vector<Tensor>> v = session.RunBlocking({.fetches = {r}});
+      absl::StatusOr<std::vector<Tensor>> v =
+          session.RunBlocking({.fetches = {r}});
       ASSERT_TRUE(v.ok()) << v.status();
       session_runs.push_back(FloatValues((*v)[0]));
     }
@@ -1029,9 +1034,9 @@ TEST(OpsCost, MatMulCostsMTimesKTimesN) {
   Output a = ops::Placeholder(g, DType::kFloat, {2, 3});
   Output b = ops::Placeholder(g, DType::kFloat, {5, 3});
   Output y = ops::MatMul(g, a, b, false, /*transpose_b=*/true);
-  EXPECT_EQ(CostOf(y, {Tensor(DType::kFloat, {2, 3}),
-                       Tensor(DType::kFloat, {5, 3})}),
-            2 * 3 * 5);
+  EXPECT_EQ(
+      CostOf(y, {Tensor(DType::kFloat, {2, 3}), Tensor(DType::kFloat, {5, 3})}),
+      2 * 3 * 5);
 }
 
 TEST(OpsCost, BroadcastingOpsCostTheirOutputElements) {
@@ -1039,9 +1044,9 @@ TEST(OpsCost, BroadcastingOpsCostTheirOutputElements) {
   Output a = ops::Placeholder(g, DType::kFloat, {4, 1});
   Output b = ops::Placeholder(g, DType::kFloat, {1, 6});
   Output y = ops::Mul(g, a, b);
-  EXPECT_EQ(CostOf(y, {Tensor(DType::kFloat, {4, 1}),
-                       Tensor(DType::kFloat, {1, 6})}),
-            24);
+  EXPECT_EQ(
+      CostOf(y, {Tensor(DType::kFloat, {4, 1}), Tensor(DType::kFloat, {1, 6})}),
+      24);
 }
 
 }  // namespace

@@ -28,13 +28,13 @@ absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
   return [handler = std::move(handler), work = std::move(work),
           convert = std::move(convert)](From from) mutable {
     auto executor = work;
+    // Convert before posting: the handler's own result is usually smaller.
     boost::asio::post(
         executor, [handler = std::move(handler), work = std::move(work),
-                   convert = std::move(convert),
-                   from = std::move(from)]() mutable {
+                   result = convert(std::move(from))]() mutable {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           if (slot.is_connected()) slot.clear();
-          std::move(handler)(convert(std::move(from)));
+          std::move(handler)(std::move(result));
         });
   };
 }

@@ -31,8 +31,8 @@ absl::StatusOr<int> InferredDim(const TensorShape& shape) {
       }
       inferred = d;
     } else if (shape.dim_size(d) < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "invalid target shape ", shape.DebugString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid target shape ", shape.DebugString()));
     }
   }
   return inferred;
@@ -55,10 +55,9 @@ absl::StatusOr<TensorShape> ResolveReshape(const TensorShape& target,
     }
     resolved.set_dim(inferred, count / known);
   } else if (known != count) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Cannot reshape a tensor with ", count,
-                     " elements to shape ", target.DebugString(), " (", known,
-                     " elements)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Cannot reshape a tensor with ", count, " elements to shape ",
+        target.DebugString(), " (", known, " elements)"));
   }
   return resolved;
 }
@@ -67,7 +66,8 @@ absl::Status ReshapeShape(InferenceContext& c) {
   COSESSION_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   COSESSION_ASSIGN_OR_RETURN(TensorShape target, c.attr<TensorShape>("shape"));
   if (target.unknown_rank()) {
-    return absl::InvalidArgumentError("the target shape must have a known rank");
+    return absl::InvalidArgumentError(
+        "the target shape must have a known rank");
   }
   COSESSION_RETURN_IF_ERROR(InferredDim(target).status());
   // With an unknown element count, the -1 stays unknown until run time.
@@ -179,9 +179,9 @@ absl::Status FillShape(InferenceContext& c) {
         "the shape must be fully defined, got ", shape.DebugString()));
   }
   if (c.input_shape(0).dims() > 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the value must be a scalar, got shape ",
-        c.input_shape(0).DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the value must be a scalar, got shape ",
+                     c.input_shape(0).DebugString()));
   }
   c.AddOutput(c.input_dtype(0), std::move(shape));
   return absl::OkStatus();
@@ -195,8 +195,9 @@ void FillWith(Tensor& out, T value) {
 absl::Status FillKernel(KernelContext& ctx) {
   const Tensor& value = ctx.input(0);
   if (value.shape().dims() != 0) {
-    return KernelError(ctx, absl::StrCat("the value must be a scalar, got shape ",
-                                         value.shape().DebugString()));
+    return KernelError(ctx,
+                       absl::StrCat("the value must be a scalar, got shape ",
+                                    value.shape().DebugString()));
   }
   Tensor out =
       Tensor::Allocate(value.dtype(), ctx.node().attr<TensorShape>("shape"));
@@ -244,8 +245,8 @@ void RegisterArrayOps(OpRegistry& r) {
       SyncOpDef("Fill", FillShape, FillKernel, OutputShapeElementsCost)));
   must(r.Register(SyncOpDef("ZerosLike", LikeShape, ZerosLikeKernel,
                             FirstInputElementsCost)));
-  must(r.Register(
-      SyncOpDef("OnesLike", LikeShape, OnesLikeKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("OnesLike", LikeShape, OnesLikeKernel,
+                            FirstInputElementsCost)));
 }
 
 namespace ops {

@@ -9,12 +9,13 @@
 #define COSESSION_GRAPH_KERNELS_KERNEL_UTIL_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
+#include <string>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "graph/dtype.h"
 #include "graph/kernel.h"
@@ -53,8 +54,8 @@ absl::StatusOr<absl::InlinedVector<bool, 6>> ReducedDims(
 
 // The shape left by reducing `in` over `reduced` (kept as 1 with
 // `keep_dims`).
-TensorShape ReducedShape(const TensorShape& in,
-                         absl::Span<const bool> reduced, bool keep_dims);
+TensorShape ReducedShape(const TensorShape& in, absl::Span<const bool> reduced,
+                         bool keep_dims);
 
 // ---- Strided iteration ----
 

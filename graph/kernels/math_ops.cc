@@ -33,8 +33,8 @@ template <typename T>
 inline constexpr bool kIsFloating = std::is_floating_point_v<T>;
 
 absl::Status UnsupportedDType(const KernelContext& ctx, DType dtype) {
-  return KernelError(ctx, absl::StrCat("dtype ", DTypeName(dtype),
-                                       " is not supported"));
+  return KernelError(
+      ctx, absl::StrCat("dtype ", DTypeName(dtype), " is not supported"));
 }
 
 // ---- Elementwise binary ops ----
@@ -74,7 +74,8 @@ struct DivFn {
   template <typename T>
   T operator()(T a, T b) const {
     if constexpr (std::is_integral_v<T>) {
-      if (b == -1) return Wrapping(T{0}, a, [](auto x, auto y) { return x - y; });
+      if (b == -1)
+        return Wrapping(T{0}, a, [](auto x, auto y) { return x - y; });
     }
     return a / b;
   }
@@ -97,8 +98,8 @@ absl::Status BinaryShape(InferenceContext& c, bool allow_bool,
   COSESSION_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
   COSESSION_RETURN_IF_ERROR(c.ExpectSameDType());
   if (!allow_bool) COSESSION_RETURN_IF_ERROR(ExpectDType(c, 0, kNumericDTypes));
-  COSESSION_ASSIGN_OR_RETURN(TensorShape shape,
-                             BroadcastShapes(c.input_shape(0), c.input_shape(1)));
+  COSESSION_ASSIGN_OR_RETURN(
+      TensorShape shape, BroadcastShapes(c.input_shape(0), c.input_shape(1)));
   c.AddOutput(bool_output ? DType::kBool : c.input_dtype(0), std::move(shape));
   return absl::OkStatus();
 }
@@ -133,10 +134,9 @@ absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
   } else {
     const kernels::Strides sa = BroadcastStrides(a.shape(), *shape);
     const kernels::Strides sb = BroadcastStrides(b.shape(), *shape);
-    ForEachStrided(shape->dim_sizes(), sa, sb,
-                   [&](int64_t i, int64_t ia, int64_t ib) {
-                     z[i] = fn(x[ia], y[ib]);
-                   });
+    ForEachStrided(
+        shape->dim_sizes(), sa, sb,
+        [&](int64_t i, int64_t ia, int64_t ib) { z[i] = fn(x[ia], y[ib]); });
   }
   ctx.set_output(0, std::move(out));
   return absl::OkStatus();
@@ -236,8 +236,9 @@ template <typename Op>
 absl::Status UnaryShape(InferenceContext& c) {
   COSESSION_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   COSESSION_RETURN_IF_ERROR(
-      ExpectDType(c, 0, Op::kFloatOnly ? absl::Span<const DType>(kFloatingDTypes)
-                                       : absl::Span<const DType>(kNumericDTypes)));
+      ExpectDType(c, 0,
+                  Op::kFloatOnly ? absl::Span<const DType>(kFloatingDTypes)
+                                 : absl::Span<const DType>(kNumericDTypes)));
   c.AddOutput(c.input_dtype(0), c.input_shape(0));
   return absl::OkStatus();
 }
@@ -276,8 +277,7 @@ absl::StatusOr<TensorShape> MergeShapes(const TensorShape& a,
 }
 
 absl::Status AddNShape(InferenceContext& c) {
-  COSESSION_RETURN_IF_ERROR(
-      c.ExpectInputs(1, std::numeric_limits<int>::max()));
+  COSESSION_RETURN_IF_ERROR(c.ExpectInputs(1, std::numeric_limits<int>::max()));
   COSESSION_RETURN_IF_ERROR(c.ExpectSameDType());
   COSESSION_RETURN_IF_ERROR(ExpectDType(c, 0, kNumericDTypes));
   TensorShape shape = c.input_shape(0);
@@ -292,11 +292,10 @@ absl::Status AddNKernel(KernelContext& ctx) {
   const Tensor& first = ctx.input(0);
   for (int i = 1; i < ctx.num_inputs(); ++i) {
     if (ctx.input(i).shape() != first.shape()) {
-      return KernelError(
-          ctx, absl::StrCat("input ", i, " has shape ",
-                            ctx.input(i).shape().DebugString(),
-                            " but input 0 has shape ",
-                            first.shape().DebugString()));
+      return KernelError(ctx, absl::StrCat("input ", i, " has shape ",
+                                           ctx.input(i).shape().DebugString(),
+                                           " but input 0 has shape ",
+                                           first.shape().DebugString()));
     }
   }
   if (ctx.num_inputs() == 1) {
@@ -310,7 +309,8 @@ absl::Status AddNKernel(KernelContext& ctx) {
       Tensor out = Tensor::Allocate(first.dtype(), first.shape());
       auto sum = MutableFlatMap<T>(out);
       sum = FlatMap<T>(first) + FlatMap<T>(ctx.input(1));
-      for (int i = 2; i < ctx.num_inputs(); ++i) sum += FlatMap<T>(ctx.input(i));
+      for (int i = 2; i < ctx.num_inputs(); ++i)
+        sum += FlatMap<T>(ctx.input(i));
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
     }
@@ -375,9 +375,9 @@ absl::Status MatMulKernel(KernelContext& ctx) {
   const int64_t k_b = b.shape().dim_size(transpose_b ? 1 : 0);
   const int64_t n = b.shape().dim_size(transpose_b ? 0 : 1);
   if (k_a != k_b) {
-    return KernelError(ctx, absl::StrCat("inner dimensions differ: ",
-                                         a.shape().DebugString(), " x ",
-                                         b.shape().DebugString()));
+    return KernelError(
+        ctx, absl::StrCat("inner dimensions differ: ", a.shape().DebugString(),
+                          " x ", b.shape().DebugString()));
   }
   return VisitDType(a.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (!kIsNumeric<T>) {
@@ -525,7 +525,8 @@ absl::Status SoftmaxShape(InferenceContext& c) {
   COSESSION_RETURN_IF_ERROR(c.ExpectInputs(1, 1));
   COSESSION_RETURN_IF_ERROR(ExpectDType(c, 0, kFloatingDTypes));
   if (c.input_shape(0).dims() == 0) {
-    return absl::InvalidArgumentError("logits must have rank >= 1, got a scalar");
+    return absl::InvalidArgumentError(
+        "logits must have rank >= 1, got a scalar");
   }
   c.AddOutput(c.input_dtype(0), c.input_shape(0));
   return absl::OkStatus();
@@ -645,27 +646,28 @@ absl::Status ArgMaxKernel(KernelContext& ctx) {
   for (int d = *axis + 1; d < in.dims(); ++d) inner *= in.dim_size(d);
   absl::InlinedVector<bool, 6> reduced(in.dims(), false);
   reduced[*axis] = true;
-  Tensor out =
-      Tensor::Allocate(DType::kInt64, kernels::ReducedShape(in, reduced, false));
+  Tensor out = Tensor::Allocate(DType::kInt64,
+                                kernels::ReducedShape(in, reduced, false));
   auto result = out.mutable_flat<int64_t>();
-  absl::Status status = VisitDType(x.dtype(), [&]<typename T>() -> absl::Status {
-    if constexpr (!kIsNumeric<T>) {
-      return UnsupportedDType(ctx, x.dtype());
-    } else {
-      const T* values = x.flat<T>().data();
-      for (int64_t o = 0; o < outer; ++o) {
-        for (int64_t i = 0; i < inner; ++i) {
-          const T* base = values + o * n * inner + i;
-          int64_t best = 0;
-          for (int64_t k = 1; k < n; ++k) {
-            if (base[k * inner] > base[best * inner]) best = k;
+  absl::Status status =
+      VisitDType(x.dtype(), [&]<typename T>() -> absl::Status {
+        if constexpr (!kIsNumeric<T>) {
+          return UnsupportedDType(ctx, x.dtype());
+        } else {
+          const T* values = x.flat<T>().data();
+          for (int64_t o = 0; o < outer; ++o) {
+            for (int64_t i = 0; i < inner; ++i) {
+              const T* base = values + o * n * inner + i;
+              int64_t best = 0;
+              for (int64_t k = 1; k < n; ++k) {
+                if (base[k * inner] > base[best * inner]) best = k;
+              }
+              result[o * inner + i] = best;
+            }
           }
-          result[o * inner + i] = best;
+          return absl::OkStatus();
         }
-      }
-      return absl::OkStatus();
-    }
-  });
+      });
   COSESSION_RETURN_IF_ERROR(status);
   ctx.set_output(0, std::move(out));
   return absl::OkStatus();
@@ -718,9 +720,9 @@ absl::Status CheckNumericsKernel(KernelContext& ctx) {
     const char* what = has_nan && has_inf ? "Inf and NaN"
                        : has_nan          ? "NaN"
                                           : "Inf";
-    return KernelError(
-        ctx, absl::StrCat(ctx.node().attr<std::string>("message"),
-                          " : Tensor had ", what, " values"));
+    return KernelError(ctx,
+                       absl::StrCat(ctx.node().attr<std::string>("message"),
+                                    " : Tensor had ", what, " values"));
   }
   ctx.set_output(0, x);
   return absl::OkStatus();
@@ -754,34 +756,59 @@ void RegisterMathOps(OpRegistry& r) {
   using kernels::SyncOpDef;
   auto must = [](absl::Status s) { ThrowIfError(std::move(s)); };
 
-  must(r.Register(SyncOpDef("Add", ArithmeticShape, BinaryKernel<AddFn>, BroadcastElementsCost)));
-  must(r.Register(SyncOpDef("Sub", ArithmeticShape, BinaryKernel<SubFn>, BroadcastElementsCost)));
-  must(r.Register(SyncOpDef("Mul", ArithmeticShape, BinaryKernel<MulFn>, BroadcastElementsCost)));
-  must(r.Register(SyncOpDef("Div", ArithmeticShape, DivKernel, BroadcastElementsCost)));
-  must(r.Register(SyncOpDef("Maximum", ArithmeticShape, BinaryKernel<MaximumFn>, BroadcastElementsCost)));
-  must(r.Register(SyncOpDef("Equal", ComparisonShape, BinaryKernel<EqualFn, /*kBoolOutput=*/true>, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Add", ArithmeticShape, BinaryKernel<AddFn>,
+                            BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Sub", ArithmeticShape, BinaryKernel<SubFn>,
+                            BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Mul", ArithmeticShape, BinaryKernel<MulFn>,
+                            BroadcastElementsCost)));
+  must(r.Register(
+      SyncOpDef("Div", ArithmeticShape, DivKernel, BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Maximum", ArithmeticShape, BinaryKernel<MaximumFn>,
+                            BroadcastElementsCost)));
+  must(r.Register(SyncOpDef("Equal", ComparisonShape,
+                            BinaryKernel<EqualFn, /*kBoolOutput=*/true>,
+                            BroadcastElementsCost)));
 
-  must(r.Register(SyncOpDef("Neg", UnaryShape<NegOp>, UnaryKernel<NegOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Square", UnaryShape<SquareOp>, UnaryKernel<SquareOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Sqrt", UnaryShape<SqrtOp>, UnaryKernel<SqrtOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Exp", UnaryShape<ExpOp>, UnaryKernel<ExpOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Log", UnaryShape<LogOp>, UnaryKernel<LogOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Relu", UnaryShape<ReluOp>, UnaryKernel<ReluOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Sigmoid", UnaryShape<SigmoidOp>, UnaryKernel<SigmoidOp>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Tanh", UnaryShape<TanhOp>, UnaryKernel<TanhOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Neg", UnaryShape<NegOp>, UnaryKernel<NegOp>,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Square", UnaryShape<SquareOp>,
+                            UnaryKernel<SquareOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Sqrt", UnaryShape<SqrtOp>, UnaryKernel<SqrtOp>,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Exp", UnaryShape<ExpOp>, UnaryKernel<ExpOp>,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Log", UnaryShape<LogOp>, UnaryKernel<LogOp>,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Relu", UnaryShape<ReluOp>, UnaryKernel<ReluOp>,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Sigmoid", UnaryShape<SigmoidOp>,
+                            UnaryKernel<SigmoidOp>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Tanh", UnaryShape<TanhOp>, UnaryKernel<TanhOp>,
+                            FirstInputElementsCost)));
 
-  must(r.Register(SyncOpDef("AddN", AddNShape, AddNKernel, kernels::AllInputElementsCost)));
+  must(r.Register(
+      SyncOpDef("AddN", AddNShape, AddNKernel, kernels::AllInputElementsCost)));
   must(r.Register(SyncOpDef("MatMul", MatMulShape, MatMulKernel, MatMulCost)));
 
-  must(r.Register(SyncOpDef("Sum", ReductionShape, ReductionKernel<SumReducer>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Mean", ReductionShape, ReductionKernel<MeanReducer>, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Max", ReductionShape, ReductionKernel<MaxReducer>, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Sum", ReductionShape, ReductionKernel<SumReducer>,
+                            FirstInputElementsCost)));
+  must(
+      r.Register(SyncOpDef("Mean", ReductionShape, ReductionKernel<MeanReducer>,
+                           FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Max", ReductionShape, ReductionKernel<MaxReducer>,
+                            FirstInputElementsCost)));
 
-  must(r.Register(SyncOpDef("Softmax", SoftmaxShape, SoftmaxKernel, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("Cast", CastShape, CastKernel, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("ArgMax", ArgMaxShape, ArgMaxKernel, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("IsFinite", IsFiniteShape, IsFiniteKernel, FirstInputElementsCost)));
-  must(r.Register(SyncOpDef("CheckNumerics", CheckNumericsShape, CheckNumericsKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("Softmax", SoftmaxShape, SoftmaxKernel,
+                            FirstInputElementsCost)));
+  must(r.Register(
+      SyncOpDef("Cast", CastShape, CastKernel, FirstInputElementsCost)));
+  must(r.Register(
+      SyncOpDef("ArgMax", ArgMaxShape, ArgMaxKernel, FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("IsFinite", IsFiniteShape, IsFiniteKernel,
+                            FirstInputElementsCost)));
+  must(r.Register(SyncOpDef("CheckNumerics", CheckNumericsShape,
+                            CheckNumericsKernel, FirstInputElementsCost)));
 }
 
 namespace ops {

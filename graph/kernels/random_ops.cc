@@ -129,8 +129,8 @@ absl::Status RandomKernel(KernelContext& ctx) {
         VisitDType(dtype, [&]<typename T>() {
           if constexpr (!std::is_floating_point_v<T>) {
             status = kernels::KernelError(
-                ctx, absl::StrCat("dtype ", DTypeName(dtype),
-                                  " is not supported"));
+                ctx,
+                absl::StrCat("dtype ", DTypeName(dtype), " is not supported"));
           } else {
             auto values = out.mutable_flat<T>();
             NormalSampler normal(engine);
@@ -171,10 +171,10 @@ NodeSpec RandomSpec(const char* op, TensorShape shape, DType dtype,
 void RegisterRandomOps(OpRegistry& r) {
   using kernels::SyncOpDef;
   auto must = [](absl::Status s) { ThrowIfError(std::move(s)); };
-  must(r.Register(SyncOpDef("RandomUniform",
-                            RandomShape<Distribution::kUniform>,
-                            RandomKernel<Distribution::kUniform>,
-                            OutputElementsCost, /*stateful=*/true)));
+  must(
+      r.Register(SyncOpDef("RandomUniform", RandomShape<Distribution::kUniform>,
+                           RandomKernel<Distribution::kUniform>,
+                           OutputElementsCost, /*stateful=*/true)));
   must(r.Register(SyncOpDef("RandomNormal", RandomShape<Distribution::kNormal>,
                             RandomKernel<Distribution::kNormal>,
                             OutputElementsCost, /*stateful=*/true)));
