@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "async/detail/cancellation.h"
 #include "graph/status.h"
 
 namespace cosession {
@@ -395,7 +396,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     try {
       status = co_await step.op->async_kernel(ctx);
     } catch (const boost::system::system_error& e) {
-      status = e.code() == asio::error::operation_aborted
+      status = detail::IsCancellation(e.code())
                    ? absl::CancelledError(absl::StrCat(
                          "Op '", step.node->name(), "' was cancelled"))
                    : absl::InternalError(absl::StrCat(

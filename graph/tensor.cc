@@ -44,6 +44,13 @@ Tensor::Tensor(DType dtype, TensorShape shape, bool zero_fill)
   }
   ThrowIfError(shape_.Validate());
   num_elements_ = shape_.num_elements();
+  // 2^48 bytes is far beyond any machine; the check keeps the byte count
+  // (elements * element size + header) from wrapping around.
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  if (num_elements_ > kMaxBytes / static_cast<int64_t>(DTypeSize(dtype_))) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "A tensor of shape ", shape_.DebugString(), " is too large")));
+  }
   const size_t bytes = TotalBytes();
   if (bytes > 0) {
     buffer_ = detail::TensorBuffer::Allocate(bytes);
@@ -115,7 +122,8 @@ void Tensor::CheckCount(size_t count) const {
 }
 
 Tensor Tensor::Reshaped(TensorShape shape) const {
-  if (shape.num_elements() != num_elements_) {
+  ThrowIfError(shape.Validate());
+  if (!shape.IsFullyDefined() || shape.num_elements() != num_elements_) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "Cannot reshape a tensor of shape ", shape_.DebugString(), " to ",
         shape.DebugString())));
@@ -126,6 +134,7 @@ Tensor Tensor::Reshaped(TensorShape shape) const {
 }
 
 Tensor Tensor::Clone() const {
+  if (!IsInitialized()) return *this;
   Tensor t = Allocate(dtype_, shape_);
   if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
   return t;
@@ -133,7 +142,8 @@ Tensor Tensor::Clone() const {
 
 bool Tensor::IsSameAs(const Tensor& other) const {
   if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
-  if (TotalBytes() == 0) return true;
+  if (IsInitialized() != other.IsInitialized()) return false;
+  if (!IsInitialized() || TotalBytes() == 0) return true;
   if (dtype_ == DType::kBool) {
     auto a = flat<bool>();
     auto b = other.flat<bool>();

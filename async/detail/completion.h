@@ -27,11 +27,17 @@ absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
       boost::asio::execution::outstanding_work.tracked);
   return [handler = std::move(handler), work = std::move(work),
           convert = std::move(convert)](From from) mutable {
-    auto executor = work;
+    // Post through an untracked copy: once the handler is queued, the
+    // handler's thread may run it and tear its context down, so this thread
+    // must not touch the context again (destroying a tracked copy would).
+    // The tracked `work` travels with the handler and dies on its thread.
+    auto executor = boost::asio::prefer(
+        work, boost::asio::execution::outstanding_work.untracked);
     // Convert before posting: the handler's own result is usually smaller.
     boost::asio::post(
-        executor, [handler = std::move(handler), work = std::move(work),
-                   result = convert(std::move(from))]() mutable {
+        std::move(executor),
+        [handler = std::move(handler), work = std::move(work),
+         result = convert(std::move(from))]() mutable {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           if (slot.is_connected()) slot.clear();
           std::move(handler)(std::move(result));

@@ -1,0 +1,20 @@
+// Recognising the error codes with which Asio reports a cancelled wait.
+#ifndef COSESSION_ASYNC_DETAIL_CANCELLATION_H_
+#define COSESSION_ASYNC_DETAIL_CANCELLATION_H_
+
+#include <boost/asio/error.hpp>
+#include <boost/asio/experimental/channel_error.hpp>
+#include <boost/system/error_code.hpp>
+
+namespace cosession::detail {
+
+// operation_aborted for sockets, timers and posts; channel_cancelled for
+// experimental channels.
+inline bool IsCancellation(const boost::system::error_code& ec) {
+  return ec == boost::asio::error::operation_aborted ||
+         ec == boost::asio::experimental::error::channel_cancelled;
+}
+
+}  // namespace cosession::detail
+
+#endif  // COSESSION_ASYNC_DETAIL_CANCELLATION_H_

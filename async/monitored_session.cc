@@ -1,0 +1,605 @@
+#include "async/monitored_session.h"
+
+#include <algorithm>
+#include <exception>
+#include <mutex>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/error.hpp>
+#include <boost/system/system_error.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/container/flat_hash_set.h"
+#include "async/detail/cancellation.h"
+#include "absl/strings/str_cat.h"
+#include "graph/ops.h"
+#include "graph/status.h"
+
+namespace cosession {
+namespace asio = boost::asio;
+
+namespace {
+
+bool IsRecoverable(const absl::Status& s) {
+  return absl::IsAborted(s) || absl::IsUnavailable(s);
+}
+
+// Turns an exception escaping a hook into a status naming the hook's method.
+absl::Status FromException(std::exception_ptr e, absl::string_view where) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const StatusError& error) {
+    return error.status();
+  } catch (const boost::system::system_error& error) {
+    // A wait cancelled by a stop or by the caller.
+    if (detail::IsCancellation(error.code())) {
+      return absl::CancelledError(absl::StrCat(where, " was cancelled"));
+    }
+    return absl::InternalError(absl::StrCat(where, " threw: ", error.what()));
+  } catch (const std::exception& error) {
+    return absl::InternalError(absl::StrCat(where, " threw: ", error.what()));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(where, " threw"));
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- hooks
+
+absl::Status SessionRunHook::Begin(Graph&) { return absl::OkStatus(); }
+asio::awaitable<absl::Status> SessionRunHook::AfterCreateSession(Session&,
+                                                                 Coordinator&) {
+  co_return absl::OkStatus();
+}
+asio::awaitable<absl::StatusOr<SessionRunArgs>> SessionRunHook::BeforeRun(
+    SessionRunContext&) {
+  co_return SessionRunArgs{};
+}
+asio::awaitable<absl::Status> SessionRunHook::AfterRun(
+    SessionRunContext&, const SessionRunValues&) {
+  co_return absl::OkStatus();
+}
+asio::awaitable<absl::Status> SessionRunHook::End(Session&) {
+  co_return absl::OkStatus();
+}
+void SessionRunHook::OnError(const absl::Status&) {}
+
+// ---------------------------------------------------------------- creators
+
+void Scaffold::Finalize(Graph& graph) {
+  if (init_op.valid()) return;
+  // One default init op per graph, found again by later sessions once the
+  // graph is finalized.
+  constexpr absl::string_view kInitOpCollection = "scaffold_init_op";
+  if (auto existing = graph.GetCollection(kInitOpCollection); !existing.empty()) {
+    init_op = Operation(existing.front());
+  } else if (!graph.finalized()) {
+    init_op = GlobalVariablesInitializer(graph);
+    graph.AddToCollection(kInitOpCollection, init_op.node());
+  }
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
+ChiefSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
+  auto session = std::make_unique<Session>(graph, runtime);
+  bool restored = false;
+  if (scaffold_.restore) {
+    absl::StatusOr<bool> r = co_await scaffold_.restore(*session);
+    if (!r.ok()) co_return r.status();
+    restored = *r;
+  }
+  for (const Operation& op :
+       {restored ? Operation() : scaffold_.init_op, scaffold_.local_init_op}) {
+    if (!op.valid()) continue;
+    RunArgs args{.targets = {op}};
+    auto ran = co_await session->Run(std::move(args), asio::use_awaitable);
+    if (!ran.ok()) co_return ran.status();
+  }
+  co_return session;
+}
+
+// ---------------------------------------------------------------- state
+
+// One Run in flight: its cancellation signal lives on `executor`.
+struct StepState {
+  explicit StepState(asio::any_io_executor ex) : executor(std::move(ex)) {}
+  asio::any_io_executor executor;
+  asio::cancellation_signal signal;
+  bool finished = false;  // touched only on `executor`
+
+  // From any thread: cancel the step's waits, on its own executor.
+  static void CancelFromAnywhere(const std::shared_ptr<StepState>& step) {
+    asio::post(step->executor, [step] {
+      if (!step->finished) step->signal.emit(asio::cancellation_type::terminal);
+    });
+  }
+};
+
+struct MonitoredSession::Impl {
+  Graph* graph = nullptr;
+  Hooks hooks;
+  std::shared_ptr<SessionCreator> creator;
+  MonitoredSessionOptions options;
+  Runtime* runtime = nullptr;
+
+  // Touched only by the (single) step in flight.
+  std::unique_ptr<Session> session;
+  bool needs_recreate = false;
+  bool last_run_failed = false;
+  bool closed = false;
+  int recoveries = 0;
+
+  mutable std::mutex mu;
+  std::unique_ptr<Coordinator> coordinator;  // replaced on recovery, under mu
+  uint64_t stop_callback = 0;
+  bool stopped = false;                      // under mu
+  std::string stop_reason;                   // under mu
+  absl::flat_hash_set<std::shared_ptr<StepState>> steps;  // under mu
+
+  Coordinator& coord() const {
+    std::lock_guard lock(mu);
+    return *coordinator;
+  }
+
+  void MarkStopped(std::string reason) {
+    std::lock_guard lock(mu);
+    if (!stopped) {
+      stopped = true;
+      stop_reason = std::move(reason);
+    }
+  }
+
+  bool ShouldStop() const {
+    std::lock_guard lock(mu);
+    if (stopped) return true;
+    return coordinator->ShouldStop() && !IsRecoverable(coordinator->status());
+  }
+
+  // A new coordinator whose stop cancels the steps in flight.
+  void NewCoordinator(asio::any_io_executor executor,
+                      const std::shared_ptr<Impl>& self) {
+    auto next = std::make_unique<Coordinator>(executor, options.coordinator);
+    std::weak_ptr<Impl> weak = self;
+    stop_callback = next->AddStopCallback([weak] {
+      auto impl = weak.lock();
+      if (!impl) return;
+      std::lock_guard lock(impl->mu);
+      for (const auto& step : impl->steps) StepState::CancelFromAnywhere(step);
+    });
+    std::unique_ptr<Coordinator> old;
+    {
+      std::lock_guard lock(mu);
+      old = std::exchange(coordinator, std::move(next));
+    }
+  }
+
+  asio::awaitable<absl::Status> CallAfterCreateSession() {
+    for (const auto& hook : hooks) {
+      absl::Status s;
+      try {
+        s = co_await hook->AfterCreateSession(*session, coord());
+      } catch (...) {
+        s = FromException(std::current_exception(), "AfterCreateSession");
+      }
+      if (!s.ok()) co_return s;
+    }
+    co_return absl::OkStatus();
+  }
+
+  // Creates (or re-creates) the session and calls AfterCreateSession,
+  // retrying recoverable errors within the recovery budget.
+  asio::awaitable<absl::Status> CreateSessionWithRetries(
+      std::shared_ptr<Impl> self, bool recovery) {
+    int attempts = 0;
+    while (true) {
+      if (recovery) {
+        // Close the broken session: stop its coordinator (no End). Its stop
+        // must not cancel this very step, which goes on with the new one.
+        coord().RemoveStopCallback(stop_callback);
+        coord().RequestStop(absl::AbortedError("session is being re-created")).IgnoreError();
+        (void)co_await coord().Join(options.stop_grace_period,
+                                    asio::use_awaitable);
+        session.reset();
+        NewCoordinator(co_await asio::this_coro::executor, self);
+        ++recoveries;
+      }
+      absl::Status s;
+      try {
+        auto created = co_await creator->CreateSession(*graph, *runtime);
+        s = created.status();
+        if (created.ok()) session = std::move(created).value();
+      } catch (...) {
+        s = FromException(std::current_exception(), "CreateSession");
+      }
+      if (s.ok()) s = co_await CallAfterCreateSession();
+      if (s.ok()) {
+        needs_recreate = false;
+        co_return s;
+      }
+      if (!IsRecoverable(s) || !HasRecoveryBudget(attempts++)) co_return s;
+      recovery = true;
+    }
+  }
+
+  bool HasRecoveryBudget(int used) const {
+    return !options.max_recovery_attempts.has_value() ||
+           used < *options.max_recovery_attempts;
+  }
+
+  // ---- one step with hooks, no recovery
+
+  struct Merged {
+    RunArgs args;
+    // fetch ranges: [0, caller_fetches) are the caller's, then per hook.
+    size_t caller_fetches = 0;
+    std::vector<std::pair<size_t, size_t>> hook_ranges;
+  };
+
+  absl::Status Resolve(RunArgs& args) const {
+    for (auto& [name, value] : args.feeds_by_name) {
+      absl::StatusOr<Output> out = graph->FindOutput(name);
+      if (!out.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot feed '", name, "': ", out.status().message()));
+      }
+      args.feeds.emplace_back(*out, std::move(value));
+    }
+    for (const std::string& name : args.fetch_names) {
+      absl::StatusOr<Output> out = graph->FindOutput(name);
+      if (!out.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot fetch '", name, "': ", out.status().message()));
+      }
+      args.fetches.push_back(*out);
+    }
+    for (const std::string& name : args.target_names) {
+      absl::StatusOr<Operation> op = graph->FindOperation(name);
+      if (!op.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Cannot run '", name, "': ", op.status().message()));
+      }
+      args.targets.push_back(*op);
+    }
+    args.feeds_by_name.clear();
+    args.fetch_names.clear();
+    args.target_names.clear();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<Merged> Merge(const RunArgs& caller,
+                               std::vector<RunArgs>& from_hooks) const {
+    Merged merged;
+    merged.args = caller;
+    COSESSION_RETURN_IF_ERROR(Resolve(merged.args));
+    merged.caller_fetches = merged.args.fetches.size();
+    absl::flat_hash_set<Output> fed;
+    for (const auto& [out, value] : merged.args.feeds) fed.insert(out);
+    for (size_t h = 0; h < from_hooks.size(); ++h) {
+      RunArgs& hook = from_hooks[h];
+      COSESSION_RETURN_IF_ERROR(Resolve(hook));
+      const size_t begin = merged.args.fetches.size();
+      merged.args.fetches.insert(merged.args.fetches.end(),
+                                 hook.fetches.begin(), hook.fetches.end());
+      merged.hook_ranges.emplace_back(begin, merged.args.fetches.size());
+      merged.args.targets.insert(merged.args.targets.end(),
+                                 hook.targets.begin(), hook.targets.end());
+      for (auto& [out, value] : hook.feeds) {
+        if (!fed.insert(out).second) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Tensor '", out.valid() ? out.name() : std::string("<empty>"),
+              "' is fed twice: by hook ", h,
+              " and by the caller or an earlier hook"));
+        }
+        merged.args.feeds.emplace_back(out, std::move(value));
+      }
+      RunOptions& o = merged.args.options;
+      o.trace_level = std::max(o.trace_level, hook.options.trace_level);
+      if (hook.options.timeout.has_value()) {
+        o.timeout = o.timeout.has_value()
+                        ? std::max(*o.timeout, *hook.options.timeout)
+                        : *hook.options.timeout;
+      }
+    }
+    return merged;
+  }
+
+  // Tells the hooks about a step's final error: not for recoverable errors
+  // being recovered, a clean stop (OutOfRange) or a cancellation.
+  void NotifyError(const absl::Status& s) {
+    if (s.ok() || absl::IsCancelled(s) || absl::IsOutOfRange(s)) return;
+    for (const auto& hook : hooks) hook->OnError(s);
+  }
+
+  // True once the step's cancellation (the caller's or a stop) was
+  // delivered. Checked between phases: a cancellation that arrives while
+  // nothing cancellable is waiting must still end the step.
+  static asio::awaitable<bool> Cancelled() {
+    auto state = co_await asio::this_coro::cancellation_state;
+    co_return state.cancelled() != asio::cancellation_type::none;
+  }
+
+  asio::awaitable<RunResult> RunWithHooks(RunArgs args) {
+    SessionRunContext context(args, *session);
+    std::vector<RunArgs> hook_args(hooks.size());
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      absl::StatusOr<SessionRunArgs> r;
+      try {
+        r = co_await hooks[h]->BeforeRun(context);
+      } catch (...) {
+        r = FromException(std::current_exception(), "BeforeRun");
+      }
+      if (!r.ok()) co_return r.status();
+      hook_args[h] = *std::move(r);
+    }
+    absl::StatusOr<Merged> merged = Merge(args, hook_args);
+    if (!merged.ok()) co_return merged.status();
+    if (co_await Cancelled()) {
+      co_return absl::CancelledError("Step cancelled before the graph ran");
+    }
+    auto outputs =
+        co_await session->RunWithMetadata(merged->args, asio::use_awaitable);
+    if (!outputs.ok()) co_return outputs.status();
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      SessionRunValues values;
+      auto [begin, end] = merged->hook_ranges[h];
+      values.results.assign(outputs->values.begin() + begin,
+                            outputs->values.begin() + end);
+      values.options = merged->args.options;
+      values.run_metadata = outputs->metadata;
+      absl::Status s;
+      try {
+        s = co_await hooks[h]->AfterRun(context, values);
+      } catch (...) {
+        s = FromException(std::current_exception(), "AfterRun");
+      }
+      if (!s.ok()) co_return s;
+      if (co_await Cancelled()) {
+        co_return absl::CancelledError("Step cancelled in AfterRun");
+      }
+    }
+    if (context.stop_requested()) {
+      MarkStopped("a hook requested stop");
+      coord().RequestStop(absl::OkStatus(), "a hook requested stop").IgnoreError();
+    }
+    outputs->values.resize(merged->caller_fetches);
+    co_return std::move(outputs->values);
+  }
+
+  // The status a step reports when it was cut short by a stop: the stop's
+  // cause if it was an error.
+  absl::Status CauseOf(const absl::Status& s) const {
+    if (!absl::IsCancelled(s)) return s;
+    absl::Status held = coord().status();
+    return held.ok() ? s : held;
+  }
+};
+
+// ---------------------------------------------------------------- session
+
+MonitoredSession::MonitoredSession(std::shared_ptr<Impl> impl)
+    : impl_(std::move(impl)),
+      executor_(DefaultExecutor(impl_->options)) {}
+
+MonitoredSession::~MonitoredSession() {
+  std::lock_guard lock(impl_->mu);
+  if (impl_->coordinator) impl_->coordinator->RequestStop().IgnoreError();
+}
+
+asio::any_io_executor MonitoredSession::DefaultExecutor(
+    const MonitoredSessionOptions& options) {
+  if (options.executor.has_value()) return *options.executor;
+  Runtime& runtime = options.runtime ? *options.runtime : Runtime::Default();
+  return runtime.executor();
+}
+
+asio::awaitable<MonitoredSession::CreateResult>
+MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
+                                  std::shared_ptr<SessionCreator> creator,
+                                  MonitoredSessionOptions options) {
+  auto impl = std::make_shared<Impl>();
+  impl->graph = graph;
+  impl->hooks = std::move(hooks);
+  impl->creator =
+      creator ? std::move(creator) : std::make_shared<ChiefSessionCreator>();
+  impl->options = std::move(options);
+  impl->runtime =
+      impl->options.runtime ? impl->options.runtime : &Runtime::Default();
+  for (const auto& hook : impl->hooks) {
+    absl::Status s;
+    try {
+      s = hook->Begin(*graph);
+    } catch (...) {
+      s = FromException(std::current_exception(), "Begin");
+    }
+    if (!s.ok()) co_return s;
+  }
+  try {
+    impl->creator->Prepare(*graph);
+  } catch (...) {
+    co_return FromException(std::current_exception(), "SessionCreator::Prepare");
+  }
+  graph->Finalize();
+  impl->NewCoordinator(co_await asio::this_coro::executor, impl);
+  absl::Status s = co_await impl->CreateSessionWithRetries(impl, false);
+  if (!s.ok()) co_return s;
+  co_return std::unique_ptr<MonitoredSession>(new MonitoredSession(impl));
+}
+
+bool MonitoredSession::ShouldStop() const { return impl_->ShouldStop(); }
+
+std::string MonitoredSession::stop_reason() const {
+  std::lock_guard lock(impl_->mu);
+  if (!impl_->stop_reason.empty()) return impl_->stop_reason;
+  return impl_->coordinator->stop_reason();
+}
+
+Coordinator& MonitoredSession::coordinator() { return impl_->coord(); }
+Session& MonitoredSession::raw_session() { return *impl_->session; }
+int MonitoredSession::recoveries() const { return impl_->recoveries; }
+
+void MonitoredSession::StartRun(RunArgs args, asio::cancellation_slot slot,
+                                asio::any_io_executor executor,
+                                absl::AnyInvocable<void(RunResult)> done) {
+  auto step = std::make_shared<StepState>(executor);
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->steps.insert(step);
+  }
+  std::shared_ptr<Impl> impl = impl_;
+  if (slot.is_connected()) {
+    slot.assign([impl, step](asio::cancellation_type type) {
+      if (step->finished) return;
+      impl->MarkStopped("cancelled");
+      impl->coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
+      step->signal.emit(type);
+    });
+  }
+  asio::co_spawn(
+      executor, RunCoroutine(impl, std::move(args)),
+      asio::bind_cancellation_slot(
+          step->signal.slot(),
+          [impl, step, done = std::move(done)](std::exception_ptr e,
+                                               RunResult result) mutable {
+            step->finished = true;
+            {
+              std::lock_guard lock(impl->mu);
+              impl->steps.erase(step);
+            }
+            if (e) result = FromException(e, "Run");
+            done(std::move(result));
+          }));
+}
+
+asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
+    std::shared_ptr<Impl> impl, RunArgs args) {
+  // Errors are statuses here: a cancelled wait must not skip the
+  // bookkeeping below (ASYNC_NOTES pitfall 2).
+  co_await asio::this_coro::throw_if_cancelled(false);
+  if (impl->closed) {
+    co_return absl::FailedPreconditionError("Run called after Close()");
+  }
+  if (impl->ShouldStop()) {
+    co_return absl::FailedPreconditionError(absl::StrCat(
+        "Run called after ShouldStop() became true (", impl->stop_reason, ")"));
+  }
+  if (IsRecoverable(impl->coord().status())) impl->needs_recreate = true;
+  for (int attempts = 0;; ++attempts) {
+    if (impl->needs_recreate) {
+      absl::Status s = co_await impl->CreateSessionWithRetries(impl, true);
+      if (!s.ok()) co_return s;
+    }
+    MonitoredSession::RunResult result = co_await impl->RunWithHooks(args);
+    if (result.ok()) {
+      impl->last_run_failed = false;
+      co_return result;
+    }
+    absl::Status s = impl->CauseOf(result.status());
+    if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
+      impl->needs_recreate = true;
+      continue;
+    }
+    if (absl::IsOutOfRange(s)) {
+      impl->MarkStopped("input exhausted");
+      impl->coord().RequestStop(s, "input exhausted").IgnoreError();
+      impl->last_run_failed = false;
+    } else if (absl::IsCancelled(s)) {
+      impl->last_run_failed = false;  // a clean stop: End still runs
+    } else {
+      impl->last_run_failed = true;
+    }
+    impl->NotifyError(s);
+    co_return s;
+  }
+}
+
+void MonitoredSession::StartStepFn(
+    StepFn fn, asio::cancellation_slot slot, asio::any_io_executor executor,
+    absl::AnyInvocable<void(absl::Status)> done) {
+  // RunStepFn shares Run's machinery: a step whose "run" is fn.
+  (void)slot;
+  std::shared_ptr<Impl> impl = impl_;
+  MonitoredSession* self = this;
+  auto body = [](std::shared_ptr<Impl> impl, MonitoredSession* self,
+                 StepFn fn) -> asio::awaitable<absl::Status> {
+    co_await asio::this_coro::throw_if_cancelled(false);
+    if (impl->closed || impl->ShouldStop()) {
+      co_return absl::FailedPreconditionError(
+          "RunStepFn called after ShouldStop() became true or after Close()");
+    }
+    for (int attempts = 0;; ++attempts) {
+      if (impl->needs_recreate) {
+        absl::Status s = co_await impl->CreateSessionWithRetries(impl, true);
+        if (!s.ok()) co_return s;
+      }
+      StepContext context(*self);
+      absl::Status s;
+      try {
+        s = co_await fn(context);
+      } catch (...) {
+        s = FromException(std::current_exception(), "RunStepFn's function");
+      }
+      if (context.stop_requested_) impl->MarkStopped("step function requested stop");
+      if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
+        impl->needs_recreate = true;
+        continue;
+      }
+      // A recoverable error fn swallowed still forces a new session.
+      if (IsRecoverable(impl->coord().status())) impl->needs_recreate = true;
+      co_return s;
+    }
+  };
+  asio::co_spawn(executor, body(impl, self, std::move(fn)),
+                 [done = std::move(done)](std::exception_ptr e,
+                                          absl::Status s) mutable {
+                   done(e ? FromException(e, "RunStepFn") : s);
+                 });
+}
+
+Session& MonitoredSession::StepContext::session() const {
+  return *owner_.impl_->session;
+}
+
+asio::awaitable<MonitoredSession::RunResult>
+MonitoredSession::StepContext::RunWithHooks(RunArgs args) {
+  RunResult r = co_await owner_.impl_->RunWithHooks(std::move(args));
+  if (!r.ok() && IsRecoverable(r.status())) owner_.impl_->needs_recreate = true;
+  co_return r;
+}
+
+void MonitoredSession::StartClose(asio::any_io_executor executor,
+                                  absl::AnyInvocable<void(absl::Status)> done) {
+  auto body = [](std::shared_ptr<Impl> impl) -> asio::awaitable<absl::Status> {
+    co_await asio::this_coro::throw_if_cancelled(false);
+    if (impl->closed) {
+      co_return absl::FailedPreconditionError(
+          "Close called on a MonitoredSession that is already closed");
+    }
+    impl->closed = true;
+    impl->coord().RequestStop(absl::OkStatus(), "closed").IgnoreError();
+    absl::Status end_status;
+    if (!impl->last_run_failed && !impl->needs_recreate && impl->session) {
+      for (const auto& hook : impl->hooks) {
+        absl::Status s;
+        try {
+          s = co_await hook->End(*impl->session);
+        } catch (...) {
+          s = FromException(std::current_exception(), "End");
+        }
+        if (!s.ok() && end_status.ok()) end_status = s;
+      }
+    }
+    absl::Status joined = co_await impl->coord().Join(
+        impl->options.stop_grace_period, asio::use_awaitable);
+    co_return joined.ok() ? end_status : joined;
+  };
+  asio::co_spawn(executor, body(impl_),
+                 [done = std::move(done)](std::exception_ptr e,
+                                          absl::Status s) mutable {
+                   done(e ? FromException(e, "Close") : s);
+                 });
+}
+
+}  // namespace cosession

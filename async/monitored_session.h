@@ -1,0 +1,268 @@
+// MonitoredSession: a Session that runs hooks around every step, stops on
+// request, and recovers from Aborted/Unavailable by re-creating its session,
+// as TensorFlow 1.x's tf.train.MonitoredSession.
+//
+//   auto ms = co_await MonitoredSession::Create(graph, hooks, creator,
+//                                               options, asio::use_awaitable);
+//   while (!(*ms)->ShouldStop()) {
+//     auto values = co_await (*ms)->Run(args, asio::use_awaitable);
+//     ...
+//   }
+//   absl::Status closed = co_await (*ms)->Close(asio::use_awaitable);
+//
+// The hook lifecycle and every error path are in async/session_run_hook.h;
+// the decisions where TensorFlow's Python semantics do not carry over are in
+// DESIGN.md ("Edge cases, decided"). In short:
+//   * Run completes exactly once, through the handler's executor, with the
+//     caller's fetches or an error. OutOfRange (input exhausted) stops the
+//     session cleanly. Run after ShouldStop() is FailedPrecondition and calls
+//     no hook.
+//   * Cancelling the caller's Run requests stop on the coordinator (a clean
+//     stop, stop_reason() "cancelled") and cancels the step's waits; a stop
+//     requested elsewhere (another thread, a coordinated task's error, Close)
+//     cancels the waits of a step in flight too. Such a step completes
+//     promptly with the error that caused the stop, or Cancelled; a step whose
+//     graph execution completed anyway returns its values.
+//   * Aborted/Unavailable from a hook, the graph or the coordinator: the
+//     session is re-created (new coordinator, hooks' AfterCreateSession again)
+//     and the same Run retried, up to options.max_recovery_attempts times.
+//
+// Thread safety: Run, RunStepFn and Close must not be called concurrently
+// with each other (one step at a time, like TensorFlow's); ShouldStop,
+// stop_reason and coordinator().RequestStop may be called from any thread.
+#ifndef COSESSION_ASYNC_MONITORED_SESSION_H_
+#define COSESSION_ASYNC_MONITORED_SESSION_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+
+#include "absl/status/statusor.h"
+#include "async/coordinator.h"
+#include "async/run_args.h"
+#include "async/runtime.h"
+#include "async/session.h"
+#include "async/session_run_hook.h"
+#include "graph/graph.h"
+
+namespace cosession {
+
+// The ops a session creator uses to bring a new session to life. Unset ops
+// get TensorFlow's defaults when the graph is finalized: init_op = every
+// global variable's initializer.
+struct Scaffold {
+  Operation init_op;
+  Operation local_init_op;
+  // Restores a session from the latest checkpoint; true if it restored
+  // something. Filled in by the checkpoint hooks; unset = never restores.
+  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)> restore;
+
+  // Fills in the defaults; called by MonitoredSession::Create before the
+  // graph is finalized.
+  void Finalize(Graph& graph);
+};
+
+// Makes ready-to-use sessions for a MonitoredSession (initialised or
+// restored).
+class SessionCreator {
+ public:
+  virtual ~SessionCreator() = default;
+  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
+  CreateSession(const Graph& graph, Runtime& runtime) = 0;
+  // Called once by MonitoredSession::Create, before the graph is finalized.
+  virtual void Prepare(Graph& graph) { (void)graph; }
+};
+
+// The chief: restores from the scaffold's restore function when it restores
+// something, otherwise runs the init op; then the local init op.
+class ChiefSessionCreator : public SessionCreator {
+ public:
+  explicit ChiefSessionCreator(Scaffold scaffold = {})
+      : scaffold_(std::move(scaffold)) {}
+  void Prepare(Graph& graph) override { scaffold_.Finalize(graph); }
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
+  CreateSession(const Graph& graph, Runtime& runtime) override;
+  const Scaffold& scaffold() const { return scaffold_; }
+
+ private:
+  Scaffold scaffold_;
+};
+
+enum class HookConcurrency {
+  // BeforeRun/AfterRun started in order and awaited together.
+  kConcurrent,
+  // Each awaited before the next starts.
+  kSequential,
+};
+
+struct MonitoredSessionOptions {
+  HookConcurrency hook_concurrency = HookConcurrency::kConcurrent;
+  // Recovery attempts per Run (and per creation); unset = unbounded, as
+  // TensorFlow. 0 = no recovery (SingularMonitoredSession).
+  std::optional<int> max_recovery_attempts;
+  // Close() joins the coordinator with this grace period.
+  std::chrono::nanoseconds stop_grace_period = std::chrono::seconds(120);
+  // Where the step coroutine runs when the caller's completion handler has
+  // no executor of its own (use_future, plain callbacks). Null = the
+  // runtime's pool.
+  std::optional<boost::asio::any_io_executor> executor;
+  Runtime* runtime = nullptr;  // null = Runtime::Default()
+  CoordinatorOptions coordinator;
+};
+
+class MonitoredSession {
+ public:
+  using RunResult = absl::StatusOr<std::vector<Tensor>>;
+  using CreateResult = absl::StatusOr<std::unique_ptr<MonitoredSession>>;
+  using Hooks = std::vector<std::shared_ptr<SessionRunHook>>;
+
+  // What RunStepFn's function gets.
+  class StepContext {
+   public:
+    // The raw session: no hooks.
+    Session& session() const;
+    // A step with the hooks, as Run (without recovery: RunStepFn retries the
+    // whole function).
+    boost::asio::awaitable<RunResult> RunWithHooks(RunArgs args);
+    // ShouldStop() becomes true once the function returns.
+    void RequestStop() { stop_requested_ = true; }
+
+   private:
+    friend class MonitoredSession;
+    explicit StepContext(MonitoredSession& owner) : owner_(owner) {}
+    MonitoredSession& owner_;
+    bool stop_requested_ = false;
+  };
+  using StepFn =
+      std::function<boost::asio::awaitable<absl::Status>(StepContext&)>;
+
+  // Calls every hook's Begin, finalizes the graph, creates the session and
+  // calls every hook's AfterCreateSession. Completion signature:
+  // void(std::exception_ptr, CreateResult) (co_spawn's; never an exception
+  // in practice: errors are statuses).
+  template <typename CompletionToken>
+  static auto Create(Graph& graph, Hooks hooks,
+                     std::shared_ptr<SessionCreator> creator,
+                     MonitoredSessionOptions options,
+                     CompletionToken&& token) {
+    auto executor = DefaultExecutor(options);
+    return boost::asio::co_spawn(
+        executor,
+        CreateCoroutine(&graph, std::move(hooks), std::move(creator),
+                        std::move(options)),
+        std::forward<CompletionToken>(token));
+  }
+
+  MonitoredSession(const MonitoredSession&) = delete;
+  MonitoredSession& operator=(const MonitoredSession&) = delete;
+  ~MonitoredSession();
+
+  // One step with the hooks. Completion signature: void(RunResult).
+  template <typename CompletionToken>
+  auto Run(RunArgs args, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
+        [this](auto handler, RunArgs args) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto executor =
+              boost::asio::get_associated_executor(handler, executor_);
+          StartRun(std::move(args), slot, executor,
+                   detail::PostToHandler<RunResult>(
+                       std::move(handler), [](RunResult r) { return r; }));
+        },
+        token, std::move(args));
+  }
+
+  // Runs fn once per call with recovery: fn is retried on Aborted/
+  // Unavailable. Completion signature: void(absl::Status).
+  template <typename CompletionToken>
+  auto RunStepFn(StepFn fn, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
+        [this](auto handler, StepFn fn) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto executor =
+              boost::asio::get_associated_executor(handler, executor_);
+          StartStepFn(std::move(fn), slot, executor,
+                      detail::PostToHandler<absl::Status>(
+                          std::move(handler),
+                          [](absl::Status s) { return s; }));
+        },
+        token, std::move(fn));
+  }
+
+  // Ends the session: requests stop, calls every hook's End (unless the
+  // last Run failed with a non-recoverable error), joins the coordinator.
+  // Completes with the join result; a second Close is FailedPrecondition.
+  // Completion signature: void(absl::Status).
+  template <typename CompletionToken>
+  auto Close(CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
+        [this](auto handler) {
+          auto executor =
+              boost::asio::get_associated_executor(handler, executor_);
+          StartClose(executor, detail::PostToHandler<absl::Status>(
+                                   std::move(handler),
+                                   [](absl::Status s) { return s; }));
+        },
+        token);
+  }
+
+  // True once a stop was requested (by a hook, the input running out, a
+  // cancellation, a coordinator error or a call) -- but not for a
+  // recoverable error, after which the next Run recovers first.
+  bool ShouldStop() const;
+  // Why the session stopped: "hook 'X' requested stop", "input exhausted",
+  // "cancelled", "coordinator error: ...", "" while running.
+  std::string stop_reason() const;
+  // The current coordinator (a new one after each recovery).
+  Coordinator& coordinator();
+  // The current raw session.
+  Session& raw_session();
+  int recoveries() const;
+
+ private:
+  struct Impl;
+  explicit MonitoredSession(std::shared_ptr<Impl> impl);
+
+  static boost::asio::any_io_executor DefaultExecutor(
+      const MonitoredSessionOptions& options);
+  static boost::asio::awaitable<CreateResult> CreateCoroutine(
+      Graph* graph, Hooks hooks, std::shared_ptr<SessionCreator> creator,
+      MonitoredSessionOptions options);
+  static boost::asio::awaitable<RunResult> RunCoroutine(
+      std::shared_ptr<Impl> impl, RunArgs args);
+  void StartRun(RunArgs args, boost::asio::cancellation_slot slot,
+                boost::asio::any_io_executor executor,
+                absl::AnyInvocable<void(RunResult)> done);
+  void StartStepFn(StepFn fn, boost::asio::cancellation_slot slot,
+                   boost::asio::any_io_executor executor,
+                   absl::AnyInvocable<void(absl::Status)> done);
+  void StartClose(boost::asio::any_io_executor executor,
+                  absl::AnyInvocable<void(absl::Status)> done);
+
+  std::shared_ptr<Impl> impl_;
+  boost::asio::any_io_executor executor_;
+};
+
+// A MonitoredSession without recovery (max_recovery_attempts = 0), for the
+// chief alone, as TensorFlow's SingularMonitoredSession.
+template <typename CompletionToken>
+auto CreateSingularMonitoredSession(Graph& graph, MonitoredSession::Hooks hooks,
+                                    MonitoredSessionOptions options,
+                                    CompletionToken&& token) {
+  options.max_recovery_attempts = 0;
+  return MonitoredSession::Create(graph, std::move(hooks),
+                                  std::make_shared<ChiefSessionCreator>(),
+                                  std::move(options),
+                                  std::forward<CompletionToken>(token));
+}
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_MONITORED_SESSION_H_

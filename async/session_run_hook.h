@@ -1,0 +1,115 @@
+// SessionRunHook: code that runs around every step of a MonitoredSession,
+// as TensorFlow 1.x's tf.train.SessionRunHook.
+//
+// The lifecycle, with every error path (H = the hooks, in the order given):
+//
+//   MonitoredSession::Create(graph, hooks):
+//     for h in H: h.Begin(graph)              // may add ops; an error ends Create
+//     graph.Finalize()
+//     create the session (init or restore)    // Aborted/Unavailable: retried
+//     for h in H: co_await h.AfterCreateSession(session, coord)   // one by one
+//
+//   MonitoredSession::Run(args):
+//     if ShouldStop(): return FailedPrecondition   // no hook is called
+//     ctx = SessionRunContext(args, session)       // shared by all hooks
+//     start h.BeforeRun(ctx) for h in H, in order; await them all
+//       - any error: the others are cancelled, nothing runs, no AfterRun,
+//         h.OnError(error) for every hook; Run returns the error
+//     merge the hooks' feeds/fetches/targets/options with args
+//       - a tensor fed twice: InvalidArgument, nothing runs
+//     co_await session.Run(merged)
+//       - error: no AfterRun; OnError; Run returns it
+//     start h.AfterRun(ctx, values_of_h) for h in H, in order; await all
+//       - an error: Run returns it (the others are cancelled)
+//     return the caller's fetches
+//     (ctx.RequestStop() in BeforeRun/AfterRun: the step finishes, every
+//      AfterRun still runs, then ShouldStop() is true.)
+//     Aborted/Unavailable anywhere: the session is closed and re-created
+//     (AfterCreateSession again, Begin and End not), and Run is retried.
+//
+//   MonitoredSession::Close():
+//     if the session ended normally (or on OutOfRange, or a clean stop):
+//       for h in H: co_await h.End(session)    // one by one; may run ops
+//     after any other error, End is not called.
+//
+// Every method has a no-op default. Hooks are called from the session's
+// step coroutine, never concurrently for one hook; a hook shared between
+// sessions must synchronise itself. The awaitable methods may suspend (await
+// I/O, timers, channels); a stop request or the caller's cancellation cancels
+// those waits (terminal cancellation), so a hook must let them be cancelled.
+#ifndef COSESSION_ASYNC_SESSION_RUN_HOOK_H_
+#define COSESSION_ASYNC_SESSION_RUN_HOOK_H_
+
+#include <atomic>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "async/run_args.h"
+#include "async/session.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace cosession {
+
+class Coordinator;
+
+using SessionRunArgs = RunArgs;
+
+// What every hook of one step sees: the caller's arguments, the session, and
+// a way to ask the monitored session to stop after this step.
+class SessionRunContext {
+ public:
+  SessionRunContext(const RunArgs& original_args, Session& session)
+      : original_args_(original_args), session_(session) {}
+
+  const RunArgs& original_args() const { return original_args_; }
+  Session& session() const { return session_; }
+  // The step still finishes (every AfterRun runs); then ShouldStop() is true.
+  void RequestStop() { stop_requested_ = true; }
+  bool stop_requested() const { return stop_requested_; }
+
+ private:
+  const RunArgs& original_args_;
+  Session& session_;
+  bool stop_requested_ = false;
+};
+
+// What a hook's AfterRun receives.
+struct SessionRunValues {
+  // The values of this hook's own fetches, in the order it asked for them
+  // (empty when it asked for none).
+  std::vector<Tensor> results;
+  // The merged options the step ran with.
+  RunOptions options;
+  // Always present; step stats only when a full trace was asked for.
+  RunMetadata run_metadata;
+};
+
+class SessionRunHook {
+ public:
+  virtual ~SessionRunHook() = default;
+
+  // Once, before the session exists; may add ops to the graph.
+  virtual absl::Status Begin(Graph& graph);
+  // When a session is created, and again each time it is re-created.
+  virtual boost::asio::awaitable<absl::Status> AfterCreateSession(
+      Session& session, Coordinator& coordinator);
+  // Before each step: what this hook wants run with it.
+  virtual boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context);
+  // After each successful step.
+  virtual boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values);
+  // When the session closes cleanly; may run final ops.
+  virtual boost::asio::awaitable<absl::Status> End(Session& session);
+  // A step failed with `error` (not called for Cancelled). TensorFlow users
+  // asked for it; End keeps TensorFlow's meaning.
+  virtual void OnError(const absl::Status& error);
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_SESSION_RUN_HOOK_H_

@@ -1,0 +1,578 @@
+// MonitoredSession: the hook semantics of DESIGN.md, one test each, with
+// recording fake hooks.
+#include <chrono>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "async/monitored_session.h"
+#include "graph/op_registry.h"
+#include "graph/ops.h"
+#include "graph/status.h"
+#include "tests/co_test.h"
+#include "tests/test_ops.h"
+#include "tests/test_util.h"
+
+namespace cosession {
+namespace {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using testing::TestEvents;
+using testing::TestRuntime;
+using Log = std::vector<std::string>;
+
+// A hook that records its calls as "<name>.<Method>" and does what the test
+// configures.
+class RecordingHook : public SessionRunHook {
+ public:
+  RecordingHook(std::string name, std::shared_ptr<Log> log)
+      : name_(std::move(name)), log_(std::move(log)) {}
+
+  // Configuration.
+  RunArgs before_run_args;
+  absl::Status before_run_error;
+  int before_run_error_times = 0;  // how many calls fail (then succeed)
+  absl::Status after_run_error;
+  bool request_stop_in_after_run = false;
+  bool request_stop_in_before_run = false;
+  // When set, BeforeRun waits for a token on it.
+  testing::TokenChannel* wait_in_before_run = nullptr;
+  // BeforeRun and AfterRun each yield to the executor this many times.
+  int yields = 0;
+  std::function<void(Graph&)> on_begin;
+
+  // Observations.
+  std::vector<SessionRunValues> values_seen;
+  std::vector<absl::Status> errors_seen;
+
+  absl::Status Begin(Graph& graph) override {
+    Record("Begin");
+    if (on_begin) on_begin(graph);
+    return absl::OkStatus();
+  }
+  asio::awaitable<absl::Status> AfterCreateSession(Session&,
+                                                   Coordinator&) override {
+    Record("AfterCreateSession");
+    co_return absl::OkStatus();
+  }
+  asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) override {
+    Record("BeforeRun");
+    if (wait_in_before_run != nullptr) {
+      co_await wait_in_before_run->async_receive(asio::use_awaitable);
+    }
+    co_await Yield();
+    if (before_run_error_times > 0) {
+      --before_run_error_times;
+      co_return before_run_error;
+    }
+    if (request_stop_in_before_run) context.RequestStop();
+    co_return before_run_args;
+  }
+  asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) override {
+    Record("AfterRun");
+    co_await Yield();
+    values_seen.push_back(values);
+    if (request_stop_in_after_run) context.RequestStop();
+    co_return after_run_error;
+  }
+  asio::awaitable<absl::Status> End(Session&) override {
+    Record("End");
+    co_return absl::OkStatus();
+  }
+  void OnError(const absl::Status& error) override {
+    Record("OnError");
+    errors_seen.push_back(error);
+  }
+
+ private:
+  asio::awaitable<void> Yield() {
+    for (int i = 0; i < yields; ++i) {
+      co_await asio::post(co_await asio::this_coro::executor,
+                          asio::use_awaitable);
+    }
+  }
+  void Record(absl::string_view method) {
+    log_->push_back(absl::StrCat(name_, ".", method));
+  }
+  std::string name_;
+  std::shared_ptr<Log> log_;
+};
+
+// A counter variable, its increment, and y = 2x for a fed x.
+struct CounterGraph {
+  CounterGraph() {
+    counter = ops::Variable(g, Tensor::Scalar<int64_t>(0), "counter");
+    increment = ops::AssignAdd(g, counter, ops::Const(g, int64_t{1}),
+                               "increment");
+    x = ops::Placeholder(g, DType::kFloat, TensorShape{}, "x");
+    y = ops::Mul(g, x, ops::Const(g, 2.0f), "y");
+  }
+  RunArgs Double(float value) const {
+    return {.fetches = {y}, .feeds = {{x, Tensor::Scalar(value)}}};
+  }
+  RunArgs Increment() const { return {.fetches = {increment}}; }
+  Graph g;
+  Output counter, increment, x, y;
+};
+
+MonitoredSessionOptions TestOptions() {
+  MonitoredSessionOptions options;
+  options.runtime = &TestRuntime();
+  options.stop_grace_period = std::chrono::seconds(5);
+  return options;
+}
+
+asio::awaitable<std::unique_ptr<MonitoredSession>> CreateOrFail(
+    Graph& g, MonitoredSession::Hooks hooks,
+    MonitoredSessionOptions options) {
+  auto created = co_await MonitoredSession::Create(
+      g, std::move(hooks), std::make_shared<ChiefSessionCreator>(),
+      std::move(options), asio::use_awaitable);
+  if (!created.ok()) {
+    ADD_FAILURE() << "Create failed: " << created.status();
+    co_return nullptr;
+  }
+  co_return std::move(created).value();
+}
+
+// A hook list built outside co_await expressions (g++ 12 rejects braced
+// lists inside them: ASYNC_NOTES pitfall 8).
+template <typename... H>
+MonitoredSession::Hooks HookList(H... hooks) {
+  return MonitoredSession::Hooks{hooks...};
+}
+
+std::shared_ptr<RecordingHook> Hook(const std::string& name,
+                                    std::shared_ptr<Log> log) {
+  return std::make_shared<RecordingHook>(name, std::move(log));
+}
+
+// ---- 1. Begin
+
+CO_TEST(MonitoredSession, BeginIsCalledOnceInOrderThenTheGraphIsFinalized) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log), Hook("b", log)),
+                                  TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  EXPECT_TRUE(graph.g.finalized());
+  EXPECT_EQ(*log, (Log{"a.Begin", "b.Begin", "a.AfterCreateSession",
+                       "b.AfterCreateSession"}));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSession, BeginAddingToAFinalizedGraphFailsCreateNamingTheOp) {
+  CounterGraph graph;
+  graph.g.Finalize();
+  auto log = std::make_shared<Log>();
+  auto late = Hook("late", log);
+  late->on_begin = [](Graph& g) { ops::Const(g, 1.0f, "too_late"); };
+  auto created = co_await MonitoredSession::Create(
+      graph.g, HookList(late), nullptr, TestOptions(), asio::use_awaitable);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(created.status().message().find("too_late"),
+            absl::string_view::npos)
+      << created.status();
+}
+
+// ---- 3/4. merging and per-hook results
+
+CO_TEST(MonitoredSession, HookFetchesAndTargetsRunInTheSameStep) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto watcher = Hook("watcher", log);
+  watcher->before_run_args = {.fetches = {graph.counter},
+                              .targets = {Operation(graph.increment.node())}};
+  auto quiet = Hook("quiet", log);
+  auto ms = co_await CreateOrFail(graph.g, HookList(watcher, quiet), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(3.0f), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  // The caller gets only its own fetch.
+  CO_ASSERT_TRUE(values->size() == 1);
+  EXPECT_EQ(values->at(0).scalar<float>(), 6.0f);
+  // Each hook gets only its own fetches.
+  CO_ASSERT_TRUE(watcher->values_seen.size() == 1);
+  CO_ASSERT_TRUE(watcher->values_seen[0].results.size() == 1);
+  CO_ASSERT_TRUE(quiet->values_seen.size() == 1);
+  EXPECT_TRUE(quiet->values_seen[0].results.empty());
+  // The hook's target ran: the counter moved.
+  RunArgs read{.fetches = {graph.counter}};
+  auto counter = co_await ms->raw_session().Run(read, asio::use_awaitable);
+  CO_ASSERT_OK(counter.status());
+  EXPECT_EQ(counter->at(0).scalar<int64_t>(), 1);
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSession, AHookFeedingWhatTheCallerFeedsIsInvalidAndNothingRuns) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto feeder = Hook("feeder", log);
+  feeder->before_run_args = {.feeds = {{graph.x, Tensor::Scalar(1.0f)}}};
+  auto ms = co_await CreateOrFail(graph.g, HookList(feeder), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  RunArgs args = graph.Double(3.0f);
+  args.targets = {Operation(graph.increment.node())};
+  auto values = co_await ms->Run(args, asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(values.status().message().find("x:0"), absl::string_view::npos);
+  EXPECT_TRUE(feeder->values_seen.empty());
+  RunArgs read{.fetches = {graph.counter}};
+  auto counter = co_await ms->raw_session().Run(read, asio::use_awaitable);
+  EXPECT_EQ(counter->at(0).scalar<int64_t>(), 0);
+}
+
+CO_TEST(MonitoredSession, TwoHooksFeedingTheSameTensorIsInvalid) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto a = Hook("a", log), b = Hook("b", log);
+  a->before_run_args = {.fetches = {graph.y},
+                        .feeds = {{graph.x, Tensor::Scalar(1.0f)}}};
+  b->before_run_args = {.feeds = {{graph.x, Tensor::Scalar(2.0f)}}};
+  auto ms = co_await CreateOrFail(graph.g, HookList(a, b), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  RunArgs none;
+  auto values = co_await ms->Run(none, asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+CO_TEST(MonitoredSession, OptionsMergeToTheHighestTraceLevel) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto tracer = Hook("tracer", log), other = Hook("other", log);
+  tracer->before_run_args.options.trace_level = RunOptions::kFullTrace;
+  auto ms = co_await CreateOrFail(graph.g, HookList(tracer, other), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  CO_ASSERT_TRUE(other->values_seen.size() == 1);
+  EXPECT_EQ(other->values_seen[0].options.trace_level, RunOptions::kFullTrace);
+  EXPECT_FALSE(other->values_seen[0].run_metadata.step_stats.node_stats.empty());
+}
+
+// ---- 5. RequestStop from a hook
+
+CO_TEST(MonitoredSession, RequestStopInAfterRunFinishesTheStepThenStops) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto stopper = Hook("stopper", log), after = Hook("after", log);
+  stopper->request_stop_in_after_run = true;
+  auto ms = co_await CreateOrFail(graph.g, HookList(stopper, after), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  auto values = co_await ms->Run(graph.Double(2), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(*log, (Log{"stopper.BeforeRun", "after.BeforeRun",
+                       "stopper.AfterRun", "after.AfterRun"}));
+  EXPECT_TRUE(ms->ShouldStop());
+  log->clear();
+  auto again = co_await ms->Run(graph.Double(2), asio::use_awaitable);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(log->empty());  // no hook called
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+// ---- 6. failures
+
+CO_TEST(MonitoredSession, FailingBeforeRunSkipsTheGraphAndAfterRun) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto bad = Hook("bad", log);
+  bad->before_run_error = absl::InternalError("no");
+  bad->before_run_error_times = 1;
+  auto ms = co_await CreateOrFail(graph.g, HookList(bad), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Increment(), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(bad->values_seen.empty());
+  RunArgs read{.fetches = {graph.counter}};
+  auto counter = co_await ms->raw_session().Run(read, asio::use_awaitable);
+  EXPECT_EQ(counter->at(0).scalar<int64_t>(), 0);
+}
+
+CO_TEST(MonitoredSession, FailingGraphSkipsAfterRunAndTellsHooksOnError) {
+  CounterGraph graph;
+  Output broken = testing::TestFail(graph.g, {}, "broken");
+  auto log = std::make_shared<Log>();
+  auto hook = Hook("hook", log);
+  auto ms = co_await CreateOrFail(graph.g, HookList(hook), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  RunArgs args{.fetches = {broken}};
+  auto values = co_await ms->Run(args, asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(hook->values_seen.empty());
+  CO_ASSERT_TRUE(hook->errors_seen.size() == 1);
+  EXPECT_EQ(hook->errors_seen[0].code(), absl::StatusCode::kInternal);
+  // A non-recoverable error does not stop the session.
+  EXPECT_FALSE(ms->ShouldStop());
+}
+
+CO_TEST(MonitoredSession, FailingAfterRunIsWhatTheStepReturns) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto hook = Hook("hook", log);
+  hook->after_run_error = absl::DataLossError("corrupt");
+  auto ms = co_await CreateOrFail(graph.g, HookList(hook), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(1), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kDataLoss);
+}
+
+// ---- 7. End
+
+CO_TEST(MonitoredSession, CloseCallsEndInOrderAfterANormalRun) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log), Hook("b", log)),
+                                  TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  log->clear();
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_EQ(*log, (Log{"a.End", "b.End"}));
+}
+
+CO_TEST(MonitoredSession, OutOfRangeStopsCleanlyAndCloseCallsEnd) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto input = Hook("input", log);
+  input->before_run_error = absl::OutOfRangeError("end of input");
+  input->before_run_error_times = 1;
+  auto ms = co_await CreateOrFail(graph.g, HookList(input), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(1), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "input exhausted");
+  log->clear();
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_EQ(*log, (Log{"input.End"}));
+}
+
+CO_TEST(MonitoredSession, EndIsNotCalledAfterANonRecoverableError) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto hook = Hook("hook", log);
+  hook->before_run_error = absl::InternalError("boom");
+  hook->before_run_error_times = 1;
+  auto ms = co_await CreateOrFail(graph.g, HookList(hook), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  (void)co_await ms->Run(graph.Double(1), asio::use_awaitable);
+  log->clear();
+  // Close returns the join result, not the Run error again.
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_TRUE(log->empty());
+}
+
+CO_TEST(MonitoredSession, ASecondCloseIsFailedPreconditionAndCallsNothing) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log)), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  log->clear();
+  absl::Status second = co_await ms->Close(asio::use_awaitable);
+  EXPECT_EQ(second.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(log->empty());
+}
+
+// ---- 8. recovery
+
+CO_TEST(MonitoredSession, AbortedRecreatesTheSessionAndRetriesTheRun) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto flaky = Hook("flaky", log);
+  flaky->before_run_error = absl::AbortedError("preempted");
+  flaky->before_run_error_times = 1;
+  auto ms = co_await CreateOrFail(graph.g, HookList(flaky), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  Coordinator* first_coordinator = &ms->coordinator();
+  log->clear();
+  auto values = co_await ms->Run(graph.Double(4), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 8.0f);
+  EXPECT_EQ(ms->recoveries(), 1);
+  EXPECT_NE(&ms->coordinator(), first_coordinator);
+  EXPECT_EQ(*log, (Log{"flaky.BeforeRun", "flaky.AfterCreateSession",
+                       "flaky.BeforeRun", "flaky.AfterRun"}));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSession, RecoveryStopsAfterTheConfiguredAttempts) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto flaky = Hook("flaky", log);
+  flaky->before_run_error = absl::UnavailableError("down");
+  flaky->before_run_error_times = 100;
+  MonitoredSessionOptions options = TestOptions();
+  options.max_recovery_attempts = 2;
+  auto ms = co_await CreateOrFail(graph.g, HookList(flaky), options);
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(4), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ms->recoveries(), 2);
+}
+
+// ---- 9/10. the coordinator and cancellation
+
+asio::awaitable<absl::Status> FailingTask(testing::TokenChannel& go) {
+  co_await go.async_receive(asio::use_awaitable);
+  co_return absl::InternalError("task failed");
+}
+
+asio::awaitable<void> ReleaseAfterStarted(TestEvents& events,
+                                          testing::TokenChannel& go) {
+  co_await events.started.async_receive(asio::use_awaitable);
+  co_await go.async_send({}, asio::use_awaitable);
+}
+
+CO_TEST(MonitoredSession, ATaskErrorCancelsTheStepAndIsWhatRunReturns) {
+  TestEvents events;
+  CounterGraph graph;
+  Output stuck = testing::TestNever(graph.g, "stuck");
+  auto ms = co_await CreateOrFail(graph.g, HookList(), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  testing::TokenChannel go(co_await asio::this_coro::executor, 1);
+  ms->coordinator().Spawn("failing_task", FailingTask(go));
+  RunArgs args{.fetches = {stuck}};
+  auto result = co_await (ms->Run(args, asio::use_awaitable) &&
+                          ReleaseAfterStarted(events, go));
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  EXPECT_TRUE(ms->ShouldStop());
+  absl::Status closed = co_await ms->Close(asio::use_awaitable);
+  EXPECT_EQ(closed.code(), absl::StatusCode::kInternal);
+}
+
+CO_TEST(MonitoredSession, CancellingTheCallerStopsAHookWaitAndRequestsStop) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto waiter = Hook("waiter", log);
+  testing::TokenChannel never(co_await asio::this_coro::executor, 1);
+  waiter->wait_in_before_run = &never;
+  auto ms = co_await CreateOrFail(graph.g, HookList(waiter), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  auto winner = co_await (ms->Run(graph.Double(1), asio::use_awaitable) ||
+                          timer.async_wait(asio::use_awaitable));
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_LT(elapsed, std::chrono::milliseconds(100));
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "cancelled");
+  log->clear();
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_EQ(*log, (Log{"waiter.End"}));  // a clean stop: End runs
+}
+
+// ---- 11. order
+
+CO_TEST(MonitoredSession, HooksAreCalledInTheOrderGiven) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto ms = co_await CreateOrFail(
+      graph.g, HookList(Hook("1", log), Hook("2", log), Hook("3", log)), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  EXPECT_EQ(*log, (Log{"1.BeforeRun", "2.BeforeRun", "3.BeforeRun",
+                       "1.AfterRun", "2.AfterRun", "3.AfterRun"}));
+}
+
+// ---- 12. RunStepFn
+
+CO_TEST(MonitoredSession, RunStepFnGivesRawSessionHooksAndStop) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("h", log)), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  auto fn = [&graph](MonitoredSession::StepContext& step)
+      -> asio::awaitable<absl::Status> {
+    RunArgs raw = graph.Increment();
+    auto r1 = co_await step.session().Run(raw, asio::use_awaitable);
+    if (!r1.ok()) co_return r1.status();
+    auto r2 = co_await step.RunWithHooks(graph.Double(1));
+    if (!r2.ok()) co_return r2.status();
+    step.RequestStop();
+    co_return absl::OkStatus();
+  };
+  CO_ASSERT_OK(co_await ms->RunStepFn(fn, asio::use_awaitable));
+  EXPECT_EQ(*log, (Log{"h.BeforeRun", "h.AfterRun"}));  // only RunWithHooks
+  EXPECT_TRUE(ms->ShouldStop());
+}
+
+// ---- stress: many steps, cancellations at random points
+
+asio::awaitable<void> CancelAfterPosts(asio::cancellation_signal& signal,
+                                       int posts) {
+  for (int i = 0; i < posts; ++i) {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  }
+  signal.emit(asio::cancellation_type::terminal);
+}
+
+CO_TEST(MonitoredSession, ThousandStepsWithRandomCancellationsNeverHang) {
+  CounterGraph graph;
+  std::mt19937 rng(20261130);
+  std::uniform_int_distribution<int> cancel_at(0, 12);
+  std::bernoulli_distribution cancel(0.2);
+  auto log = std::make_shared<Log>();
+  auto yielder = Hook("yielder", log);
+  yielder->yields = 3;  // cancellations land in BeforeRun, the run or AfterRun
+  int steps = 0, completed = 0, cancelled = 0, sessions = 0;
+  while (steps < 1000) {
+    auto ms = co_await CreateOrFail(graph.g, HookList(yielder), TestOptions());
+    CO_ASSERT_TRUE(ms != nullptr);
+    ++sessions;
+    while (steps < 1000 && !ms->ShouldStop()) {
+      ++steps;
+      log->clear();
+      RunArgs args = graph.Increment();
+      MonitoredSession::RunResult r = absl::UnknownError("not run");
+      if (cancel(rng)) {
+        asio::cancellation_signal signal;
+        r = co_await (
+            ms->Run(args, asio::bind_cancellation_slot(signal.slot(),
+                                                       asio::use_awaitable)) &&
+            CancelAfterPosts(signal, cancel_at(rng)));
+        // A cancellation that reached the step stops the session, whether
+        // or not its graph ran; one emitted after it completed does nothing.
+        if (!r.ok() || ms->ShouldStop()) {
+          EXPECT_TRUE(ms->ShouldStop());
+          EXPECT_EQ(ms->stop_reason(), "cancelled");
+        }
+      } else {
+        r = co_await ms->Run(args, asio::use_awaitable);
+      }
+      if (r.ok()) {
+        ++completed;
+      } else {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+        ++cancelled;
+      }
+    }
+    CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  }
+  EXPECT_EQ(steps, 1000);
+  EXPECT_EQ(completed + cancelled, 1000);
+  EXPECT_GT(cancelled, 0);
+  EXPECT_GT(completed, 0);
+  EXPECT_GT(sessions, 1);
+}
+
+}  // namespace
+}  // namespace cosession
