@@ -5,6 +5,8 @@
 #include <mutex>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/asio/post.hpp>
@@ -43,6 +45,40 @@ absl::Status FromException(std::exception_ptr e, absl::string_view where) {
   } catch (...) {
     return absl::InternalError(absl::StrCat(where, " threw"));
   }
+}
+
+// Hook calls for a parallel group: a failure is thrown, so that the group
+// cancels the other hooks of the phase. By-value parameters: these
+// coroutines are spawned (ASYNC_NOTES pitfall 5).
+asio::awaitable<RunArgs> BeforeRunOrThrow(std::shared_ptr<SessionRunHook> hook,
+                                          SessionRunContext* context) {
+  absl::StatusOr<SessionRunArgs> r = co_await hook->BeforeRun(*context);
+  if (!r.ok()) throw StatusError(r.status());
+  co_return *std::move(r);
+}
+
+asio::awaitable<bool> AfterRunOrThrow(std::shared_ptr<SessionRunHook> hook,
+                                      SessionRunContext* context,
+                                      const SessionRunValues* values) {
+  absl::Status s = co_await hook->AfterRun(*context, *values);
+  if (!s.ok()) throw StatusError(s);
+  co_return true;
+}
+
+// The status of a phase whose hooks ran together: the first real error (by
+// completion), not the Cancelled of the hooks it cancelled.
+absl::Status FirstError(const std::vector<size_t>& order,
+                        const std::vector<std::exception_ptr>& errors,
+                        absl::string_view phase) {
+  absl::Status first;
+  for (size_t i : order) {
+    if (!errors[i]) continue;
+    absl::Status s = FromException(errors[i], phase);
+    if (first.ok() || (absl::IsCancelled(first) && !absl::IsCancelled(s))) {
+      first = s;
+    }
+  }
+  return first;
 }
 
 }  // namespace
@@ -321,10 +357,61 @@ struct MonitoredSession::Impl {
     co_return state.cancelled() != asio::cancellation_type::none;
   }
 
+  bool RunHooksTogether() const {
+    if (options.hook_concurrency != HookConcurrency::kConcurrent) return false;
+    int may_suspend = 0;
+    for (const auto& hook : hooks) may_suspend += hook->MaySuspend() ? 1 : 0;
+    return may_suspend >= 2;
+  }
+
+  asio::awaitable<absl::Status> BeforeRunTogether(
+      SessionRunContext& context, std::vector<RunArgs>& hook_args) {
+    auto executor = co_await asio::this_coro::executor;
+    using Op = decltype(asio::co_spawn(
+        executor, BeforeRunOrThrow(nullptr, nullptr), asio::deferred));
+    std::vector<Op> ops;
+    ops.reserve(hooks.size());
+    for (const auto& hook : hooks) {
+      ops.push_back(asio::co_spawn(executor, BeforeRunOrThrow(hook, &context),
+                                   asio::deferred));
+    }
+    auto [order, errors, results] =
+        co_await asio::experimental::make_parallel_group(std::move(ops))
+            .async_wait(asio::experimental::wait_for_one_error(),
+                        asio::use_awaitable);
+    absl::Status s = FirstError(order, errors, "BeforeRun");
+    if (s.ok()) hook_args = std::move(results);
+    co_return s;
+  }
+
+  asio::awaitable<absl::Status> AfterRunTogether(
+      SessionRunContext& context, const std::vector<SessionRunValues>& values) {
+    auto executor = co_await asio::this_coro::executor;
+    using Op = decltype(asio::co_spawn(
+        executor, AfterRunOrThrow(nullptr, nullptr, nullptr), asio::deferred));
+    std::vector<Op> ops;
+    ops.reserve(hooks.size());
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      ops.push_back(asio::co_spawn(
+          executor, AfterRunOrThrow(hooks[h], &context, &values[h]),
+          asio::deferred));
+    }
+    auto [order, errors, results] =
+        co_await asio::experimental::make_parallel_group(std::move(ops))
+            .async_wait(asio::experimental::wait_for_one_error(),
+                        asio::use_awaitable);
+    co_return FirstError(order, errors, "AfterRun");
+  }
+
   asio::awaitable<RunResult> RunWithHooks(RunArgs args) {
     SessionRunContext context(args, *session);
     std::vector<RunArgs> hook_args(hooks.size());
-    for (size_t h = 0; h < hooks.size(); ++h) {
+    const bool together = RunHooksTogether();
+    if (together) {
+      absl::Status s = co_await BeforeRunTogether(context, hook_args);
+      if (!s.ok()) co_return s;
+    }
+    for (size_t h = 0; h < hooks.size() && !together; ++h) {
       absl::StatusOr<SessionRunArgs> r;
       try {
         r = co_await hooks[h]->BeforeRun(context);
@@ -342,23 +429,29 @@ struct MonitoredSession::Impl {
     auto outputs =
         co_await session->RunWithMetadata(merged->args, asio::use_awaitable);
     if (!outputs.ok()) co_return outputs.status();
+    std::vector<SessionRunValues> values(hooks.size());
     for (size_t h = 0; h < hooks.size(); ++h) {
-      SessionRunValues values;
       auto [begin, end] = merged->hook_ranges[h];
-      values.results.assign(outputs->values.begin() + begin,
-                            outputs->values.begin() + end);
-      values.options = merged->args.options;
-      values.run_metadata = outputs->metadata;
+      values[h].results.assign(outputs->values.begin() + begin,
+                               outputs->values.begin() + end);
+      values[h].options = merged->args.options;
+      values[h].run_metadata = outputs->metadata;
+    }
+    if (together) {
+      absl::Status s = co_await AfterRunTogether(context, values);
+      if (!s.ok()) co_return s;
+    }
+    for (size_t h = 0; h < hooks.size() && !together; ++h) {
       absl::Status s;
       try {
-        s = co_await hooks[h]->AfterRun(context, values);
+        s = co_await hooks[h]->AfterRun(context, values[h]);
       } catch (...) {
         s = FromException(std::current_exception(), "AfterRun");
       }
       if (!s.ok()) co_return s;
-      if (co_await Cancelled()) {
-        co_return absl::CancelledError("Step cancelled in AfterRun");
-      }
+    }
+    if (co_await Cancelled()) {
+      co_return absl::CancelledError("Step cancelled in AfterRun");
     }
     if (context.stop_requested()) {
       MarkStopped("a hook requested stop");

@@ -24,6 +24,20 @@ void Run(std::function<boost::asio::awaitable<void>()> make_body,
     // so that work posted from other threads later is still picked up.
     if (io.stopped()) io.restart();
   }
+  // Drain: threads that completed work for this context may still hold
+  // work on it (co_spawn's guard is released after its handler was queued),
+  // so the context must live until its work count drops to zero.
+  if (finished) {
+    io.restart();
+    io.run_for(deadline - std::chrono::steady_clock::now());
+    if (!io.stopped()) {
+      std::fprintf(stderr,
+                   "CO_TEST body finished but left work pending on its "
+                   "io_context: a leak\n");
+      std::fflush(stderr);
+      std::_Exit(3);
+    }
+  }
   current_io = nullptr;
   if (!finished) {
     std::fprintf(stderr, "CO_TEST body did not finish within %lld ms: hang\n",

@@ -6,9 +6,10 @@
 //   }
 //
 // The body runs on a fresh io_context (reachable through co_test::Io()) and
-// must finish within the time bound, otherwise the test fails and the
-// process exits: work still in flight may refer to the test's stack, so
-// carrying on would be unsafe. Inside the body use EXPECT_*, or CO_ASSERT_*
+// must finish within the time bound, and every piece of work it started on
+// that context must finish too (the context is drained before it is
+// destroyed); otherwise the test fails and the process exits: work still in
+// flight may refer to the test's stack, so carrying on would be unsafe. Inside the body use EXPECT_*, or CO_ASSERT_*
 // (which co_return instead of return).
 #ifndef COSESSION_TESTS_CO_TEST_H_
 #define COSESSION_TESTS_CO_TEST_H_

@@ -19,6 +19,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "tests/co_test.h"
 
@@ -334,6 +335,35 @@ TEST(CoordinatorStopCallback, RemoveWaitsForARunningCallbackToReturn) {
   }
   work.reset();
   runner.join();
+}
+
+// Races a stop against the removal, many times, both orders.
+TEST(CoordinatorStopCallback, NeverRunsAfterRemoveReturnedEvenWhenRacingAStop) {
+  constexpr int kRounds = 200;
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  std::thread runner([&io] { io.run_for(kBound); });
+  std::atomic<int> late_runs{0};
+  {
+    Coordinator coord(io.get_executor());
+    std::vector<std::atomic<bool>> removed(kRounds);
+    for (int i = 0; i < kRounds; ++i) {
+      uint64_t id = coord.AddStopCallback([&, i] {
+        if (removed[i].load()) ++late_runs;
+      });
+      std::thread stopper([&coord] { coord.RequestStop().IgnoreError(); });
+      std::thread remover([&, i, id] {
+        coord.RemoveStopCallback(id);
+        removed[i] = true;
+      });
+      stopper.join();
+      remover.join();
+      coord.ClearStop();
+    }
+  }
+  work.reset();
+  runner.join();
+  EXPECT_EQ(late_runs.load(), 0);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // MonitoredSession: the hook semantics of DESIGN.md, one test each, with
 // recording fake hooks.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <random>
@@ -490,6 +491,103 @@ CO_TEST(MonitoredSession, HooksAreCalledInTheOrderGiven) {
   CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
   EXPECT_EQ(*log, (Log{"1.BeforeRun", "2.BeforeRun", "3.BeforeRun",
                        "1.AfterRun", "2.AfterRun", "3.AfterRun"}));
+}
+
+
+// ---- 11. hook concurrency
+
+// BeforeRun announces itself on TestEvents::started, then waits for a token
+// on TestEvents::trigger (or fails after one yield when `fail` is set).
+class GateHook : public SessionRunHook {
+ public:
+  GateHook(std::string name, std::shared_ptr<Log> log, bool fail = false)
+      : name_(std::move(name)), log_(std::move(log)), fail_(fail) {}
+  asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext&) override {
+    log_->push_back(name_ + ".start");
+    if (fail_) {
+      co_await asio::post(co_await asio::this_coro::executor,
+                          asio::use_awaitable);
+      co_return absl::DataLossError(name_ + " failed");
+    }
+    TestEvents& events = TestEvents::Current();
+    co_await events.started.async_send({}, name_, asio::use_awaitable);
+    co_await events.trigger.async_receive(asio::use_awaitable);
+    log_->push_back(name_ + ".end");
+    co_return SessionRunArgs{};
+  }
+
+ private:
+  std::string name_;
+  std::shared_ptr<Log> log_;
+  bool fail_;
+};
+
+asio::awaitable<void> ReleaseEachWhenStarted(TestEvents& events, int n,
+                                             bool all_first) {
+  if (all_first) {
+    for (int i = 0; i < n; ++i) {
+      co_await events.started.async_receive(asio::use_awaitable);
+    }
+    for (int i = 0; i < n; ++i) {
+      co_await events.trigger.async_send({}, asio::use_awaitable);
+    }
+  } else {
+    for (int i = 0; i < n; ++i) {
+      co_await events.started.async_receive(asio::use_awaitable);
+      co_await events.trigger.async_send({}, asio::use_awaitable);
+    }
+  }
+}
+
+// Each hook waits for a token the test sends only once both started: run
+// one after the other they would never finish.
+CO_TEST(MonitoredSession, ConcurrentHooksAreStartedInOrderAndAwaitedTogether) {
+  TestEvents events;
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto a = std::make_shared<GateHook>("a", log);
+  auto b = std::make_shared<GateHook>("b", log);
+  auto ms = co_await CreateOrFail(graph.g, HookList(a, b), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await (ms->Run(graph.Double(1), asio::use_awaitable) &&
+                          ReleaseEachWhenStarted(events, 2, true));
+  CO_ASSERT_OK(values.status());
+  CO_ASSERT_TRUE(log->size() == 4);
+  EXPECT_EQ((*log)[0], "a.start");
+  EXPECT_EQ((*log)[1], "b.start");
+}
+
+CO_TEST(MonitoredSession, SequentialHooksStartOnlyAfterThePreviousFinished) {
+  TestEvents events;
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto a = std::make_shared<GateHook>("a", log);
+  auto b = std::make_shared<GateHook>("b", log);
+  MonitoredSessionOptions options = TestOptions();
+  options.hook_concurrency = HookConcurrency::kSequential;
+  auto ms = co_await CreateOrFail(graph.g, HookList(a, b), options);
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await (ms->Run(graph.Double(1), asio::use_awaitable) &&
+                          ReleaseEachWhenStarted(events, 2, false));
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(*log, (Log{"a.start", "a.end", "b.start", "b.end"}));
+}
+
+CO_TEST(MonitoredSession, AFailingConcurrentHookCancelsTheOthersAndWins) {
+  TestEvents events;
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto waiter = std::make_shared<GateHook>("waiter", log);
+  auto failer = std::make_shared<GateHook>("failer", log, /*fail=*/true);
+  auto ms = co_await CreateOrFail(graph.g, HookList(waiter, failer),
+                                  TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  // Nobody triggers the waiter: only the failure's cancellation ends it.
+  auto values = co_await ms->Run(graph.Double(1), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kDataLoss)
+      << values.status();
+  EXPECT_EQ(std::count(log->begin(), log->end(), "waiter.end"), 0);
 }
 
 // ---- 12. RunStepFn

@@ -1,0 +1,133 @@
+// Benchmarks of the monitored step: what MonitoredSession adds to a
+// Session::Run, and what each hook costs. Baselines in the same binary.
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include "async/monitored_session.h"
+#include "graph/ops.h"
+
+namespace cosession {
+namespace {
+
+namespace asio = boost::asio;
+
+// Four methods that complete without suspending.
+class SyncHook : public SessionRunHook {
+ public:
+  asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext&) override {
+    ++calls;
+    co_return SessionRunArgs{};
+  }
+  asio::awaitable<absl::Status> AfterRun(SessionRunContext&,
+                                         const SessionRunValues&) override {
+    ++calls;
+    co_return absl::OkStatus();
+  }
+  bool MaySuspend() const override { return false; }
+  int64_t calls = 0;
+};
+
+// BeforeRun suspends once: a post to its executor.
+class AsyncHook : public SyncHook {
+ public:
+  asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext&) override {
+    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    ++calls;
+    co_return SessionRunArgs{};
+  }
+  bool MaySuspend() const override { return true; }
+};
+
+void RunCoroutine(asio::awaitable<void> body) {
+  asio::io_context io;
+  std::exception_ptr failure;
+  asio::co_spawn(io, std::move(body),
+                 [&](std::exception_ptr e) { failure = e; });
+  io.run();
+  if (failure) std::rethrow_exception(failure);
+}
+
+asio::awaitable<void> StepLoop(benchmark::State& state,
+                               MonitoredSession::Hooks hooks) {
+  Graph g;
+  Output step = ops::Variable(g, Tensor::Scalar<int64_t>(0), "step");
+  Output inc = ops::AssignAdd(g, step, ops::Const(g, int64_t{1}));
+  MonitoredSessionOptions options;  // named: pitfall 8 of ASYNC_NOTES
+  auto created = co_await MonitoredSession::Create(
+      g, std::move(hooks), std::make_shared<ChiefSessionCreator>(), options,
+      asio::use_awaitable);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    co_return;
+  }
+  auto& session = **created;
+  RunArgs args{.targets = {Operation(inc.node())}};
+  for (auto _ : state) {
+    auto result = co_await session.Run(args, asio::use_awaitable);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      break;
+    }
+  }
+  (void)co_await session.Close(asio::use_awaitable);
+}
+
+template <typename HookType>
+MonitoredSession::Hooks MakeHooks(int n) {
+  MonitoredSession::Hooks hooks;
+  for (int i = 0; i < n; ++i) hooks.push_back(std::make_shared<HookType>());
+  return hooks;
+}
+
+void BM_Step_NoHooks(benchmark::State& state) {
+  RunCoroutine(StepLoop(state, {}));
+}
+BENCHMARK(BM_Step_NoHooks)->UseRealTime();
+
+void BM_Step_SyncHooks(benchmark::State& state) {
+  RunCoroutine(StepLoop(state, MakeHooks<SyncHook>(state.range(0))));
+}
+BENCHMARK(BM_Step_SyncHooks)->Arg(10)->UseRealTime();
+
+void BM_Step_AsyncHooks(benchmark::State& state) {
+  RunCoroutine(StepLoop(state, MakeHooks<AsyncHook>(state.range(0))));
+}
+BENCHMARK(BM_Step_AsyncHooks)->Arg(10)->UseRealTime();
+
+// The same ten BeforeRun/AfterRun calls, made by hand in a coroutine loop.
+asio::awaitable<void> HookCallLoop(benchmark::State& state,
+                                   MonitoredSession::Hooks hooks) {
+  Graph g;
+  Session session(g);
+  RunArgs args;
+  SessionRunContext context(args, session);
+  SessionRunValues values;
+  for (auto _ : state) {
+    for (auto& hook : hooks) {
+      auto r = co_await hook->BeforeRun(context);
+      benchmark::DoNotOptimize(r);
+    }
+    for (auto& hook : hooks) {
+      auto s = co_await hook->AfterRun(context, values);
+      benchmark::DoNotOptimize(s);
+    }
+  }
+}
+
+void BM_Baseline_HookCalls(benchmark::State& state) {
+  RunCoroutine(HookCallLoop(state, MakeHooks<SyncHook>(state.range(0))));
+}
+BENCHMARK(BM_Baseline_HookCalls)->Arg(10)->UseRealTime();
+
+}  // namespace
+}  // namespace cosession
