@@ -5,8 +5,8 @@
 #include <mutex>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/deferred.hpp>
-#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/system/system_error.hpp>
 #include <boost/asio/post.hpp>
@@ -47,38 +47,70 @@ absl::Status FromException(std::exception_ptr e, absl::string_view where) {
   }
 }
 
-// Hook calls for a parallel group: a failure is thrown, so that the group
-// cancels the other hooks of the phase. By-value parameters: these
-// coroutines are spawned (ASYNC_NOTES pitfall 5).
-asio::awaitable<RunArgs> BeforeRunOrThrow(std::shared_ptr<SessionRunHook> hook,
-                                          SessionRunContext* context) {
+// BeforeRun whose result lands in *out: spawned by AwaitTogether, so its
+// parameters are by value (ASYNC_NOTES pitfall 5); *context and *out live in
+// the step's frame, which waits for it.
+asio::awaitable<absl::Status> BeforeRunInto(
+    std::shared_ptr<SessionRunHook> hook, SessionRunContext* context,
+    RunArgs* out) {
   absl::StatusOr<SessionRunArgs> r = co_await hook->BeforeRun(*context);
-  if (!r.ok()) throw StatusError(r.status());
-  co_return *std::move(r);
+  if (!r.ok()) co_return r.status();
+  *out = *std::move(r);
+  co_return absl::OkStatus();
 }
 
-asio::awaitable<bool> AfterRunOrThrow(std::shared_ptr<SessionRunHook> hook,
-                                      SessionRunContext* context,
-                                      const SessionRunValues* values) {
-  absl::Status s = co_await hook->AfterRun(*context, *values);
-  if (!s.ok()) throw StatusError(s);
-  co_return true;
-}
-
-// The status of a phase whose hooks ran together: the first real error (by
-// completion), not the Cancelled of the hooks it cancelled.
-absl::Status FirstError(const std::vector<size_t>& order,
-                        const std::vector<std::exception_ptr>& errors,
-                        absl::string_view phase) {
+// Starts make_call(i) for i in [0, n), in order, each as a coroutine of its
+// own on this executor, and waits for all of them. The first real failure
+// (or a cancellation of the step) cancels the others; the result is that
+// failure, not the Cancelled of the calls it cancelled. Each call's state
+// lives in this frame, which always waits for every call to finish.
+template <typename MakeCall>
+asio::awaitable<absl::Status> AwaitTogether(size_t n, MakeCall make_call,
+                                            absl::string_view phase) {
+  auto executor = co_await asio::this_coro::executor;
+  asio::experimental::channel<void(boost::system::error_code, size_t)>
+      finished(executor, n);
+  std::unique_ptr<asio::cancellation_signal[]> signals(
+      new asio::cancellation_signal[n]);
+  std::vector<absl::Status> statuses(n);
+  std::vector<bool> done(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    asio::co_spawn(
+        executor, make_call(i),
+        asio::bind_cancellation_slot(
+            signals[i].slot(),
+            [&finished, &statuses, i, phase](std::exception_ptr e,
+                                              absl::Status s) {
+              statuses[i] = e ? FromException(e, phase) : std::move(s);
+              finished.try_send(boost::system::error_code(), i);
+            }));
+  }
+  bool cancelled_all = false;
+  auto cancel_all = [&] {
+    if (cancelled_all) return;
+    cancelled_all = true;
+    for (size_t i = 0; i < n; ++i) {
+      if (!done[i]) signals[i].emit(asio::cancellation_type::terminal);
+    }
+  };
   absl::Status first;
-  for (size_t i : order) {
-    if (!errors[i]) continue;
-    absl::Status s = FromException(errors[i], phase);
+  for (size_t got = 0; got < n;) {
+    auto [ec, i] =
+        co_await finished.async_receive(asio::as_tuple(asio::use_awaitable));
+    if (ec) {  // the step itself was cancelled: cancel the calls, keep waiting
+      cancel_all();
+      continue;
+    }
+    ++got;
+    done[i] = true;
+    const absl::Status& s = statuses[i];
+    if (s.ok()) continue;
     if (first.ok() || (absl::IsCancelled(first) && !absl::IsCancelled(s))) {
       first = s;
     }
+    cancel_all();
   }
-  return first;
+  co_return first;
 }
 
 }  // namespace
@@ -366,41 +398,20 @@ struct MonitoredSession::Impl {
 
   asio::awaitable<absl::Status> BeforeRunTogether(
       SessionRunContext& context, std::vector<RunArgs>& hook_args) {
-    auto executor = co_await asio::this_coro::executor;
-    using Op = decltype(asio::co_spawn(
-        executor, BeforeRunOrThrow(nullptr, nullptr), asio::deferred));
-    std::vector<Op> ops;
-    ops.reserve(hooks.size());
-    for (const auto& hook : hooks) {
-      ops.push_back(asio::co_spawn(executor, BeforeRunOrThrow(hook, &context),
-                                   asio::deferred));
-    }
-    auto [order, errors, results] =
-        co_await asio::experimental::make_parallel_group(std::move(ops))
-            .async_wait(asio::experimental::wait_for_one_error(),
-                        asio::use_awaitable);
-    absl::Status s = FirstError(order, errors, "BeforeRun");
-    if (s.ok()) hook_args = std::move(results);
-    co_return s;
+    co_return co_await AwaitTogether(
+        hooks.size(),
+        [&](size_t h) {
+          return BeforeRunInto(hooks[h], &context, &hook_args[h]);
+        },
+        "BeforeRun");
   }
 
   asio::awaitable<absl::Status> AfterRunTogether(
       SessionRunContext& context, const std::vector<SessionRunValues>& values) {
-    auto executor = co_await asio::this_coro::executor;
-    using Op = decltype(asio::co_spawn(
-        executor, AfterRunOrThrow(nullptr, nullptr, nullptr), asio::deferred));
-    std::vector<Op> ops;
-    ops.reserve(hooks.size());
-    for (size_t h = 0; h < hooks.size(); ++h) {
-      ops.push_back(asio::co_spawn(
-          executor, AfterRunOrThrow(hooks[h], &context, &values[h]),
-          asio::deferred));
-    }
-    auto [order, errors, results] =
-        co_await asio::experimental::make_parallel_group(std::move(ops))
-            .async_wait(asio::experimental::wait_for_one_error(),
-                        asio::use_awaitable);
-    co_return FirstError(order, errors, "AfterRun");
+    co_return co_await AwaitTogether(
+        hooks.size(),
+        [&](size_t h) { return hooks[h]->AfterRun(context, values[h]); },
+        "AfterRun");
   }
 
   asio::awaitable<RunResult> RunWithHooks(RunArgs args) {

@@ -110,8 +110,9 @@ class SessionRunHook {
   virtual void OnError(const absl::Status& error);
 
   // Whether BeforeRun/AfterRun may suspend. In HookConcurrency::kConcurrent
-  // mode, hooks that may suspend are started in order and awaited together
-  // (a parallel group: ~5 µs per phase); when at most one hook may suspend,
+  // mode, when two or more hooks may suspend, every hook is started in order
+  // as a coroutine of its own and they are awaited together (~0.4 µs a
+  // hook); when at most one hook may suspend,
   // every hook is awaited in order instead (~15 ns each), which is
   // equivalent. A hook that returns false but suspends still works: the
   // hooks after it just start once it completed.
