@@ -432,6 +432,13 @@ struct MonitoredSession::Impl {
       if (!r.ok()) co_return r.status();
       hook_args[h] = *std::move(r);
     }
+    if (hooks.empty()) {
+      // Nothing to merge or hand out: run the caller's arguments as they are.
+      if (co_await Cancelled()) {
+        co_return absl::CancelledError("Step cancelled before the graph ran");
+      }
+      co_return co_await session->Run(std::move(args), asio::use_awaitable);
+    }
     absl::StatusOr<Merged> merged = Merge(args, hook_args);
     if (!merged.ok()) co_return merged.status();
     if (co_await Cancelled()) {
