@@ -3,9 +3,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include <condition_variable>
 #include <mutex>
 
-#include "absl/synchronization/notification.h"
 #include "graph/status.h"
 
 namespace cosession {
@@ -147,18 +147,25 @@ Session::RunResult Session::RunBlocking(RunArgs args) {
         "Runtime, where it would wait for work queued behind itself; "
         "co_await Session::Run instead");
   }
-  absl::Notification finished;
+  // std::mutex and condition_variable rather than absl::Notification:
+  // ThreadSanitizer sees through them (Debian's Abseil is not instrumented).
+  std::mutex mu;
+  std::condition_variable cv;
+  bool finished = false;
   RunResult result;
   StartRun(state_, std::move(args), boost::asio::cancellation_slot(),
            [&](absl::StatusOr<RunOutputs> outputs) {
+             std::lock_guard lock(mu);
              if (outputs.ok()) {
                result = std::move(outputs->values);
              } else {
                result = std::move(outputs).status();
              }
-             finished.Notify();
+             finished = true;
+             cv.notify_one();
            });
-  finished.WaitForNotification();
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return finished; });
   return result;
 }
 

@@ -49,7 +49,7 @@ absl::Status OpRegistry::Register(OpDef def) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Op '", def.name, "' needs exactly one of kernel and async_kernel"));
   }
-  absl::MutexLock lock(&mu_);
+  std::unique_lock lock(mu_);
   auto& slot = ops_[def.name];
   if (slot != nullptr) {
     return absl::AlreadyExistsError(
@@ -60,13 +60,13 @@ absl::Status OpRegistry::Register(OpDef def) {
 }
 
 const OpDef* OpRegistry::Find(absl::string_view name) const {
-  absl::MutexLock lock(&mu_);
+  std::shared_lock lock(mu_);
   auto it = ops_.find(name);
   return it == ops_.end() ? nullptr : it->second.get();
 }
 
 absl::Status OpRegistry::SetGradient(absl::string_view op, GradientFn gradient) {
-  absl::MutexLock lock(&mu_);
+  std::unique_lock lock(mu_);
   auto it = ops_.find(op);
   if (it == ops_.end()) {
     return absl::NotFoundError(absl::StrCat("No op named '", op, "'"));

@@ -1,5 +1,7 @@
 #include "tests/co_test.h"
 
+#include "tests/test_util.h"
+
 namespace cosession::co_test {
 namespace {
 boost::asio::io_context* current_io = nullptr;
@@ -9,7 +11,8 @@ boost::asio::io_context& Io() { return *current_io; }
 
 void Run(std::function<boost::asio::awaitable<void>()> make_body,
          std::chrono::milliseconds limit) {
-  boost::asio::io_context io;
+  boost::asio::io_context& io = testing::TestIo();
+  io.restart();
   current_io = &io;
   bool finished = false;
   std::exception_ptr failure;

@@ -9,7 +9,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <gtest/gtest.h>
 
-#include "absl/synchronization/notification.h"
 #include "async/session.h"
 #include "graph/ops.h"
 #include "tests/co_test.h"
@@ -214,7 +213,7 @@ TEST(Executor, FullTraceRecordsEveryOp) {
   Output a = ops::Const(g, 1.0f, "a");
   Output b = ops::Add(g, a, a, "b");
   Session session(g, TestRuntime());
-  absl::Notification done;
+  testing::Latch done;
   absl::StatusOr<RunOutputs> outputs;
   RunArgs args{.fetches = {b}};
   args.options.trace_level = RunOptions::kFullTrace;
@@ -222,7 +221,7 @@ TEST(Executor, FullTraceRecordsEveryOp) {
     outputs = std::move(r);
     done.Notify();
   });
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   const auto& stats = outputs->metadata.step_stats.node_stats;
   ASSERT_EQ(stats.size(), 2u);
@@ -239,13 +238,13 @@ TEST(Executor, NoTraceLeavesStepStatsEmpty) {
   Graph g;
   Output a = ops::Const(g, 1.0f);
   Session session(g, TestRuntime());
-  absl::Notification done;
+  testing::Latch done;
   absl::StatusOr<RunOutputs> outputs;
   session.RunWithMetadata({.fetches = {a}}, [&](absl::StatusOr<RunOutputs> r) {
     outputs = std::move(r);
     done.Notify();
   });
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
   ASSERT_TRUE(outputs.ok());
   EXPECT_TRUE(outputs->metadata.step_stats.node_stats.empty());
 }
@@ -258,7 +257,7 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
   Output a = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm1");
   Output b = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm2");
   Session session(g, TestRuntime());
-  absl::Notification done;
+  testing::Latch done;
   absl::StatusOr<RunOutputs> outputs;
   RunArgs args{.fetches = {a, b}};
   args.options.trace_level = RunOptions::kFullTrace;
@@ -268,20 +267,20 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
     Graph probe;
     Output c = ops::Const(probe, 1.0f);
     Session probe_session(probe, TestRuntime());
-    absl::Notification probe_done;
+    testing::Latch probe_done;
     RunArgs probe_args{.fetches = {c}};
     probe_args.options.trace_level = RunOptions::kFullTrace;
     probe_session.RunWithMetadata(probe_args, [&](absl::StatusOr<RunOutputs> r) {
       caller_thread = r->metadata.step_stats.node_stats.at(0).thread_id;
       probe_done.Notify();
     });
-    ASSERT_TRUE(probe_done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+    ASSERT_TRUE(probe_done.WaitFor(std::chrono::seconds(20)));
   }
   session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
     outputs = std::move(r);
     done.Notify();
   });
-  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   int matmuls = 0;
   for (const NodeExecStats& s : outputs->metadata.step_stats.node_stats) {

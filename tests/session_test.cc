@@ -67,7 +67,8 @@ TEST(Session, RunWorksWithUseFuture) {
 TEST(Session, RunWorksWithDeferred) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
-  asio::io_context io;
+  asio::io_context& io = testing::TestIo();
+  io.restart();
   auto op = session.Run(graph.Args(), asio::deferred);
   Session::RunResult result = absl::UnknownError("not completed");
   std::move(op)(asio::bind_executor(
@@ -79,7 +80,8 @@ TEST(Session, RunWorksWithDeferred) {
 TEST(Session, CallbackRunsOnTheHandlersExecutorAndNeverInline) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
-  asio::io_context io;
+  asio::io_context& io = testing::TestIo();
+  io.restart();
   auto strand = asio::make_strand(io);
   bool called = false;
   bool on_strand = false;
@@ -100,7 +102,8 @@ TEST(Session, CallbackRunsOnTheHandlersExecutorAndNeverInline) {
 TEST(Session, ErrorsAlsoCompleteOnTheHandlersExecutor) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
-  asio::io_context io;
+  asio::io_context& io = testing::TestIo();
+  io.restart();
   bool called = false;
   session.Run({.fetches = {graph.y}},  // x not fed
               asio::bind_executor(io, [&](Session::RunResult r) {
@@ -115,7 +118,8 @@ TEST(Session, ErrorsAlsoCompleteOnTheHandlersExecutor) {
 TEST(Session, RunCompletesExactlyOnce) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
-  asio::io_context io;
+  asio::io_context& io = testing::TestIo();
+  io.restart();
   int calls = 0;
   for (int i = 0; i < 10; ++i) {
     session.Run(graph.Args(),

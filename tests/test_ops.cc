@@ -72,7 +72,7 @@ void RegisterTestOps() {
          .shape_fn = FloatScalarOutput,
          .kernel = [](KernelContext& ctx) {
            TestEvents& events = TestEvents::Current();
-           absl::MutexLock lock(&events.mu);
+           std::lock_guard lock(events.mu);
            ++events.run_counts[ctx.node().name()];
            events.order.push_back(ctx.node().name());
            ctx.set_output(0, Tensor::Scalar<float>(1));

@@ -7,6 +7,12 @@ Runtime& TestRuntime() {
   return runtime;
 }
 
+boost::asio::io_context& TestIo() {
+  TestRuntime();  // constructed first, so destroyed (joined) after the context
+  static boost::asio::io_context io;
+  return io;
+}
+
 absl::StatusOr<std::vector<Tensor>> Eval(
     Graph& graph, std::vector<Output> fetches,
     std::vector<std::pair<Output, Tensor>> feeds, bool initialize) {

@@ -5,8 +5,12 @@
 #define COSESSION_TESTS_TEST_UTIL_H_
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "absl/status/statusor.h"
 #include "async/session.h"
@@ -29,6 +33,33 @@ absl::StatusOr<Tensor> EvalOne(Graph& graph, Output fetch,
 
 // The Runtime shared by tests (2 threads).
 Runtime& TestRuntime();
+
+// An io_context shared by the tests of one process, restarted by each test.
+// Never destroyed while the process runs: a pool thread that posted a
+// completion to it may still be inside Asio's wake-up call after the
+// handler ran, so a per-test io_context would be torn down under it.
+boost::asio::io_context& TestIo();
+
+// A one-shot event for plain threads (std::mutex and condition_variable,
+// which ThreadSanitizer sees through; Debian's Abseil is not instrumented).
+class Latch {
+ public:
+  void Notify() {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    cv_.notify_all();
+  }
+  // False on timeout.
+  bool WaitFor(std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return done_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+};
 
 }  // namespace cosession::testing
 
