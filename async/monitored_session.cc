@@ -306,48 +306,17 @@ struct MonitoredSession::Impl {
     std::vector<std::pair<size_t, size_t>> hook_ranges;
   };
 
-  absl::Status Resolve(RunArgs& args) const {
-    for (auto& [name, value] : args.feeds_by_name) {
-      absl::StatusOr<Output> out = graph->FindOutput(name);
-      if (!out.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Cannot feed '", name, "': ", out.status().message()));
-      }
-      args.feeds.emplace_back(*out, std::move(value));
-    }
-    for (const std::string& name : args.fetch_names) {
-      absl::StatusOr<Output> out = graph->FindOutput(name);
-      if (!out.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Cannot fetch '", name, "': ", out.status().message()));
-      }
-      args.fetches.push_back(*out);
-    }
-    for (const std::string& name : args.target_names) {
-      absl::StatusOr<Operation> op = graph->FindOperation(name);
-      if (!op.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "Cannot run '", name, "': ", op.status().message()));
-      }
-      args.targets.push_back(*op);
-    }
-    args.feeds_by_name.clear();
-    args.fetch_names.clear();
-    args.target_names.clear();
-    return absl::OkStatus();
-  }
-
   absl::StatusOr<Merged> Merge(const RunArgs& caller,
                                std::vector<RunArgs>& from_hooks) const {
     Merged merged;
     merged.args = caller;
-    COSESSION_RETURN_IF_ERROR(Resolve(merged.args));
+    COSESSION_RETURN_IF_ERROR(ResolveNames(*graph, merged.args));
     merged.caller_fetches = merged.args.fetches.size();
     absl::flat_hash_set<Output> fed;
     for (const auto& [out, value] : merged.args.feeds) fed.insert(out);
     for (size_t h = 0; h < from_hooks.size(); ++h) {
       RunArgs& hook = from_hooks[h];
-      COSESSION_RETURN_IF_ERROR(Resolve(hook));
+      COSESSION_RETURN_IF_ERROR(ResolveNames(*graph, hook));
       const size_t begin = merged.args.fetches.size();
       merged.args.fetches.insert(merged.args.fetches.end(),
                                  hook.fetches.begin(), hook.fetches.end());

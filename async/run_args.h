@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
@@ -56,6 +57,11 @@ struct RunArgs {
   std::vector<std::string> target_names;
   std::vector<std::pair<std::string, Tensor>> feeds_by_name;
 };
+
+// Moves feeds_by_name, fetch_names and target_names into feeds, fetches
+// and targets (after those already there). InvalidArgument naming an unknown
+// name.
+absl::Status ResolveNames(const Graph& graph, RunArgs& args);
 
 // The values of a run's fetches and its metadata.
 struct RunOutputs {

@@ -35,7 +35,34 @@ int64_t Code(const Output& out) {
   return (static_cast<int64_t>(out.node()->id()) << 16) | out.index();
 }
 
-// Turns names into graph references; an unknown name is InvalidArgument.
+absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
+    detail::SessionState& state, const RunArgs& args,
+    absl::Span<const Output> feeds) {
+  detail::SessionState::PlanKey key;
+  for (const Output& feed : feeds) key.push_back(feed.valid() ? Code(feed) : -2);
+  key.push_back(-1);
+  for (const Output& fetch : args.fetches) {
+    key.push_back(fetch.valid() ? Code(fetch) : -2);
+  }
+  key.push_back(-1);
+  for (const Operation& target : args.targets) {
+    key.push_back(target.valid() ? target.node()->id() : -2);
+  }
+  {
+    std::lock_guard lock(state.mu);
+    auto it = state.plans.find(key);
+    if (it != state.plans.end()) return it->second;
+  }
+  COSESSION_ASSIGN_OR_RETURN(
+      std::shared_ptr<const ExecutionPlan> plan,
+      ExecutionPlan::Build(state.graph, feeds, args.fetches, args.targets));
+  std::lock_guard lock(state.mu);
+  state.plans.emplace(std::move(key), plan);
+  return plan;
+}
+
+}  // namespace
+
 absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
   auto resolve = [&](const std::string& name,
                      absl::string_view role) -> absl::StatusOr<Output> {
@@ -68,34 +95,6 @@ absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
   args.target_names.clear();
   return absl::OkStatus();
 }
-
-absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
-    detail::SessionState& state, const RunArgs& args,
-    absl::Span<const Output> feeds) {
-  detail::SessionState::PlanKey key;
-  for (const Output& feed : feeds) key.push_back(feed.valid() ? Code(feed) : -2);
-  key.push_back(-1);
-  for (const Output& fetch : args.fetches) {
-    key.push_back(fetch.valid() ? Code(fetch) : -2);
-  }
-  key.push_back(-1);
-  for (const Operation& target : args.targets) {
-    key.push_back(target.valid() ? target.node()->id() : -2);
-  }
-  {
-    std::lock_guard lock(state.mu);
-    auto it = state.plans.find(key);
-    if (it != state.plans.end()) return it->second;
-  }
-  COSESSION_ASSIGN_OR_RETURN(
-      std::shared_ptr<const ExecutionPlan> plan,
-      ExecutionPlan::Build(state.graph, feeds, args.fetches, args.targets));
-  std::lock_guard lock(state.mu);
-  state.plans.emplace(std::move(key), plan);
-  return plan;
-}
-
-}  // namespace
 
 Session::Session(const Graph& graph, Runtime& runtime)
     : state_(std::make_shared<detail::SessionState>(graph, runtime)) {}

@@ -20,22 +20,7 @@
 namespace cosession {
 namespace {
 
-// Runs `fn`, expects it to throw StatusError, and returns the error's status
-// (an OK status when nothing or something else was thrown, after recording a
-// failure).
-template <typename Fn>
-absl::Status StatusThrownBy(Fn&& fn) {
-  try {
-    fn();
-  } catch (const StatusError& e) {
-    return e.status();
-  } catch (...) {
-    ADD_FAILURE() << "threw something other than StatusError";
-    return absl::OkStatus();
-  }
-  ADD_FAILURE() << "did not throw";
-  return absl::OkStatus();
-}
+using ::cosession::testing::StatusThrownBy;
 
 std::vector<Node*> Nodes(absl::Span<Node* const> span) {
   return std::vector<Node*>(span.begin(), span.end());

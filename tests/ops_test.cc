@@ -30,6 +30,8 @@
 namespace cosession {
 namespace {
 
+using ::cosession::testing::StatusThrownBy;
+
 using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
 using ::testing::AssertionSuccess;
@@ -70,21 +72,6 @@ absl::Status EvalError(Graph& g, Output fetch,
     return absl::OkStatus();
   }
   return value.status();
-}
-
-// Runs `fn`, expects it to throw StatusError, and returns the error's status.
-template <typename Fn>
-absl::Status StatusThrownBy(Fn&& fn) {
-  try {
-    fn();
-  } catch (const StatusError& e) {
-    return e.status();
-  } catch (...) {
-    ADD_FAILURE() << "threw something other than StatusError";
-    return absl::OkStatus();
-  }
-  ADD_FAILURE() << "did not throw";
-  return absl::OkStatus();
 }
 
 AssertionResult MessageContains(const absl::Status& status,

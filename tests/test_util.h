@@ -12,7 +12,10 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <gtest/gtest.h>
+
 #include "absl/status/statusor.h"
+#include "graph/status.h"
 #include "async/session.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
@@ -30,6 +33,23 @@ absl::StatusOr<std::vector<Tensor>> Eval(
 // Eval of one fetch.
 absl::StatusOr<Tensor> EvalOne(Graph& graph, Output fetch,
                                std::vector<std::pair<Output, Tensor>> feeds = {});
+
+// Runs `fn`, expects it to throw StatusError, and returns the error's status
+// (an OK status when nothing or something else was thrown, after recording a
+// failure).
+template <typename Fn>
+absl::Status StatusThrownBy(Fn&& fn) {
+  try {
+    fn();
+  } catch (const StatusError& e) {
+    return e.status();
+  } catch (...) {
+    ADD_FAILURE() << "threw something other than StatusError";
+    return absl::OkStatus();
+  }
+  ADD_FAILURE() << "did not throw";
+  return absl::OkStatus();
+}
 
 // The Runtime shared by tests (2 threads).
 Runtime& TestRuntime();
