@@ -3,12 +3,14 @@
 namespace cosession::testing {
 
 Runtime& TestRuntime() {
+  // The context is constructed first so that it is destroyed last, after the
+  // pool's threads (which post to it) were joined.
+  TestIo();
   static Runtime runtime(RuntimeOptions{.num_threads = 2});
   return runtime;
 }
 
 boost::asio::io_context& TestIo() {
-  TestRuntime();  // constructed first, so destroyed (joined) after the context
   static boost::asio::io_context io;
   return io;
 }

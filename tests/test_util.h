@@ -54,10 +54,11 @@ absl::Status StatusThrownBy(Fn&& fn) {
 // The Runtime shared by tests (2 threads).
 Runtime& TestRuntime();
 
-// An io_context shared by the tests of one process, restarted by each test.
-// Never destroyed while the process runs: a pool thread that posted a
-// completion to it may still be inside Asio's wake-up call after the
-// handler ran, so a per-test io_context would be torn down under it.
+// An io_context shared by the tests of one process, restarted by each test,
+// and destroyed only after TestRuntime's threads were joined: a pool thread
+// that posted a completion to it may still be inside Asio's wake-up call
+// after the handler ran, so a per-test io_context would be torn down under
+// it.
 boost::asio::io_context& TestIo();
 
 // A one-shot event for plain threads (std::mutex and condition_variable,
