@@ -2,11 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
-#include <mutex>
-#include <optional>
-#include <thread>
-
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
@@ -15,6 +10,10 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
 
 #include "absl/container/fixed_array.h"
 #include "absl/container/flat_hash_map.h"
@@ -38,8 +37,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
       return absl::InvalidArgumentError(absl::StrCat("An empty ", role));
     }
     if (&out.node()->graph() != &graph) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          role, " '", out.name(), "' belongs to another graph"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(role, " '", out.name(), "' belongs to another graph"));
     }
     return absl::OkStatus();
   };
@@ -84,9 +83,9 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     stack.pop_back();
     const std::string& why = needed_by[node->id()];
     if (node->type() == "Placeholder") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "You must feed a value for placeholder tensor '", node->name(),
-          ":0' (needed by '", why, "')"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("You must feed a value for placeholder tensor '",
+                       node->name(), ":0' (needed by '", why, "')"));
     }
     for (const Output& in : node->inputs()) {
       if (!fed.contains(in)) need(in.node(), why);
@@ -150,10 +149,10 @@ absl::Status ExecutionPlan::ValidateFeeds(
           "The value fed for '", feed.name(), "' is an uninitialised tensor"));
     }
     if (value.dtype() != feed.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Cannot feed a value of dtype ", DTypeName(value.dtype()),
-          " for tensor '", feed.name(), "', which has dtype ",
-          DTypeName(feed.dtype())));
+      return absl::InvalidArgumentError(
+          absl::StrCat("Cannot feed a value of dtype ",
+                       DTypeName(value.dtype()), " for tensor '", feed.name(),
+                       "', which has dtype ", DTypeName(feed.dtype())));
     }
     if (!feed.shape().IsCompatibleWith(value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -252,14 +251,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
     asio::dispatch(*strand_, [self = shared_from_this(), timeout] {
       if (self->stopped() || self->completed_) return;
       self->deadline_.emplace(*self->strand_, timeout);
-      self->deadline_->async_wait([self, timeout](boost::system::error_code ec) {
-        if (ec) return;  // cancelled: the run finished first
-        self->Stop(absl::DeadlineExceededError(absl::StrCat(
-            "Run exceeded its timeout of ",
-            std::chrono::duration_cast<std::chrono::milliseconds>(timeout)
-                .count(),
-            " ms")));
-      });
+      self->deadline_->async_wait(
+          [self, timeout](boost::system::error_code ec) {
+            if (ec) return;  // cancelled: the run finished first
+            self->Stop(absl::DeadlineExceededError(absl::StrCat(
+                "Run exceeded its timeout of ",
+                std::chrono::duration_cast<std::chrono::milliseconds>(timeout)
+                    .count(),
+                " ms")));
+          });
     });
   }
 
@@ -276,8 +276,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
       for (int slot : step.input_slots) cost += slots_[slot].NumElements();
     } else {
       InputPtrs inputs = Inputs(step);
-      KernelContext ctx(*step.node, inputs, slots_.data() + step.first_output_slot,
-                        *resources_, &stop_);
+      KernelContext ctx(*step.node, inputs,
+                        slots_.data() + step.first_output_slot, *resources_,
+                        &stop_);
       cost = step.op->cost(ctx);
     }
     return cost >= runtime_.inline_cost_threshold();
@@ -320,17 +321,18 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   void RunSync(const Step& step) {
     InputPtrs inputs = Inputs(step);
-    KernelContext ctx(*step.node, inputs, slots_.data() + step.first_output_slot,
-                      *resources_, &stop_);
+    KernelContext ctx(*step.node, inputs,
+                      slots_.data() + step.first_output_slot, *resources_,
+                      &stop_);
     const auto start = trace_ ? std::chrono::steady_clock::now()
                               : std::chrono::steady_clock::time_point();
     absl::Status status;
     try {
       status = step.op->kernel(ctx);
     } catch (const std::exception& e) {
-      status = absl::InternalError(absl::StrCat(
-          "Op '", step.node->name(), "' (", step.node->type(),
-          ") threw: ", e.what()));
+      status = absl::InternalError(absl::StrCat("Op '", step.node->name(),
+                                                "' (", step.node->type(),
+                                                ") threw: ", e.what()));
     } catch (...) {
       status = absl::InternalError(absl::StrCat(
           "Op '", step.node->name(), "' threw a non-standard exception"));
@@ -368,18 +370,17 @@ class RunState : public std::enable_shared_from_this<RunState> {
       }
       auto& op = self->async_ops_[s];
       op = std::make_unique<AsyncOp>();
-      asio::co_spawn(
-          *self->strand_, RunAsyncKernel(self, s),
-          asio::bind_cancellation_slot(
-              op->signal.slot(),
-              [self, s](std::exception_ptr error, absl::Status status) {
-                if (error) {
-                  status = absl::InternalError(
-                      absl::StrCat("Op '", self->plan_->steps_[s].node->name(),
-                                   "' failed with an exception"));
-                }
-                self->AsyncDone(s, std::move(status));
-              }));
+      asio::co_spawn(*self->strand_, RunAsyncKernel(self, s),
+                     asio::bind_cancellation_slot(
+                         op->signal.slot(), [self, s](std::exception_ptr error,
+                                                      absl::Status status) {
+                           if (error) {
+                             status = absl::InternalError(absl::StrCat(
+                                 "Op '", self->plan_->steps_[s].node->name(),
+                                 "' failed with an exception"));
+                           }
+                           self->AsyncDone(s, std::move(status));
+                         }));
     });
   }
 
@@ -389,7 +390,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
       std::shared_ptr<RunState> self, int s) {
     const Step& step = self->plan_->steps_[s];
     InputPtrs inputs = self->Inputs(step);
-    KernelContext ctx(*step.node, inputs, self->slots_.data() + step.first_output_slot,
+    KernelContext ctx(*step.node, inputs,
+                      self->slots_.data() + step.first_output_slot,
                       *self->resources_, &self->stop_);
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
@@ -399,8 +401,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
       status = detail::IsCancellation(e.code())
                    ? absl::CancelledError(absl::StrCat(
                          "Op '", step.node->name(), "' was cancelled"))
-                   : absl::InternalError(absl::StrCat(
-                         "Op '", step.node->name(), "' threw: ", e.what()));
+                   : absl::InternalError(absl::StrCat("Op '", step.node->name(),
+                                                      "' threw: ", e.what()));
     } catch (const std::exception& e) {
       status = absl::InternalError(
           absl::StrCat("Op '", step.node->name(), "' threw: ", e.what()));

@@ -27,10 +27,9 @@
 #ifndef COSESSION_ASYNC_EXECUTOR_H_
 #define COSESSION_ASYNC_EXECUTOR_H_
 
+#include <boost/asio/cancellation_signal.hpp>
 #include <memory>
 #include <vector>
-
-#include <boost/asio/cancellation_signal.hpp>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"

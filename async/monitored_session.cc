@@ -1,21 +1,20 @@
 #include "async/monitored_session.h"
 
 #include <algorithm>
-#include <exception>
-#include <mutex>
-
-#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
-#include <boost/system/system_error.hpp>
+#include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+#include <exception>
+#include <mutex>
 
 #include "absl/container/flat_hash_set.h"
-#include "async/detail/cancellation.h"
 #include "absl/strings/str_cat.h"
+#include "async/detail/cancellation.h"
 #include "graph/ops.h"
 #include "graph/status.h"
 
@@ -68,8 +67,8 @@ template <typename MakeCall>
 asio::awaitable<absl::Status> AwaitTogether(size_t n, MakeCall make_call,
                                             absl::string_view phase) {
   auto executor = co_await asio::this_coro::executor;
-  asio::experimental::channel<void(boost::system::error_code, size_t)>
-      finished(executor, n);
+  asio::experimental::channel<void(boost::system::error_code, size_t)> finished(
+      executor, n);
   std::unique_ptr<asio::cancellation_signal[]> signals(
       new asio::cancellation_signal[n]);
   std::vector<absl::Status> statuses(n);
@@ -78,9 +77,8 @@ asio::awaitable<absl::Status> AwaitTogether(size_t n, MakeCall make_call,
     asio::co_spawn(
         executor, make_call(i),
         asio::bind_cancellation_slot(
-            signals[i].slot(),
-            [&finished, &statuses, i, phase](std::exception_ptr e,
-                                              absl::Status s) {
+            signals[i].slot(), [&finished, &statuses, i, phase](
+                                   std::exception_ptr e, absl::Status s) {
               statuses[i] = e ? FromException(e, phase) : std::move(s);
               finished.try_send(boost::system::error_code(), i);
             }));
@@ -142,7 +140,8 @@ void Scaffold::Finalize(Graph& graph) {
   // One default init op per graph, found again by later sessions once the
   // graph is finalized.
   constexpr absl::string_view kInitOpCollection = "scaffold_init_op";
-  if (auto existing = graph.GetCollection(kInitOpCollection); !existing.empty()) {
+  if (auto existing = graph.GetCollection(kInitOpCollection);
+      !existing.empty()) {
     init_op = Operation(existing.front());
   } else if (!graph.finalized()) {
     init_op = GlobalVariablesInitializer(graph);
@@ -203,8 +202,8 @@ struct MonitoredSession::Impl {
   mutable std::mutex mu;
   std::unique_ptr<Coordinator> coordinator;  // replaced on recovery, under mu
   uint64_t stop_callback = 0;
-  bool stopped = false;                      // under mu
-  std::string stop_reason;                   // under mu
+  bool stopped = false;                                   // under mu
+  std::string stop_reason;                                // under mu
   absl::flat_hash_set<std::shared_ptr<StepState>> steps;  // under mu
 
   Coordinator& coord() const {
@@ -267,7 +266,9 @@ struct MonitoredSession::Impl {
         // Close the broken session: stop its coordinator (no End). Its stop
         // must not cancel this very step, which goes on with the new one.
         coord().RemoveStopCallback(stop_callback);
-        coord().RequestStop(absl::AbortedError("session is being re-created")).IgnoreError();
+        coord()
+            .RequestStop(absl::AbortedError("session is being re-created"))
+            .IgnoreError();
         (void)co_await coord().Join(options.stop_grace_period,
                                     asio::use_awaitable);
         session.reset();
@@ -442,7 +443,9 @@ struct MonitoredSession::Impl {
     }
     if (context.stop_requested()) {
       MarkStopped("a hook requested stop");
-      coord().RequestStop(absl::OkStatus(), "a hook requested stop").IgnoreError();
+      coord()
+          .RequestStop(absl::OkStatus(), "a hook requested stop")
+          .IgnoreError();
     }
     outputs->values.resize(merged->caller_fetches);
     co_return std::move(outputs->values);
@@ -460,8 +463,7 @@ struct MonitoredSession::Impl {
 // ---------------------------------------------------------------- session
 
 MonitoredSession::MonitoredSession(std::shared_ptr<Impl> impl)
-    : impl_(std::move(impl)),
-      executor_(DefaultExecutor(impl_->options)) {}
+    : impl_(std::move(impl)), executor_(DefaultExecutor(impl_->options)) {}
 
 MonitoredSession::~MonitoredSession() {
   std::lock_guard lock(impl_->mu);
@@ -499,7 +501,8 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
   try {
     impl->creator->Prepare(*graph);
   } catch (...) {
-    co_return FromException(std::current_exception(), "SessionCreator::Prepare");
+    co_return FromException(std::current_exception(),
+                            "SessionCreator::Prepare");
   }
   graph->Finalize();
   impl->NewCoordinator(co_await asio::this_coro::executor, impl);
@@ -537,20 +540,19 @@ void MonitoredSession::StartRun(RunArgs args, asio::cancellation_slot slot,
       step->signal.emit(type);
     });
   }
-  asio::co_spawn(
-      executor, RunCoroutine(impl, std::move(args)),
-      asio::bind_cancellation_slot(
-          step->signal.slot(),
-          [impl, step, done = std::move(done)](std::exception_ptr e,
-                                               RunResult result) mutable {
-            step->finished = true;
-            {
-              std::lock_guard lock(impl->mu);
-              impl->steps.erase(step);
-            }
-            if (e) result = FromException(e, "Run");
-            done(std::move(result));
-          }));
+  asio::co_spawn(executor, RunCoroutine(impl, std::move(args)),
+                 asio::bind_cancellation_slot(
+                     step->signal.slot(),
+                     [impl, step, done = std::move(done)](
+                         std::exception_ptr e, RunResult result) mutable {
+                       step->finished = true;
+                       {
+                         std::lock_guard lock(impl->mu);
+                         impl->steps.erase(step);
+                       }
+                       if (e) result = FromException(e, "Run");
+                       done(std::move(result));
+                     }));
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
@@ -621,7 +623,8 @@ void MonitoredSession::StartStepFn(
       } catch (...) {
         s = FromException(std::current_exception(), "RunStepFn's function");
       }
-      if (context.stop_requested_) impl->MarkStopped("step function requested stop");
+      if (context.stop_requested_)
+        impl->MarkStopped("step function requested stop");
       if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
         impl->needs_recreate = true;
         continue;
@@ -631,11 +634,11 @@ void MonitoredSession::StartStepFn(
       co_return s;
     }
   };
-  asio::co_spawn(executor, body(impl, self, std::move(fn)),
-                 [done = std::move(done)](std::exception_ptr e,
-                                          absl::Status s) mutable {
-                   done(e ? FromException(e, "RunStepFn") : s);
-                 });
+  asio::co_spawn(
+      executor, body(impl, self, std::move(fn)),
+      [done = std::move(done)](std::exception_ptr e, absl::Status s) mutable {
+        done(e ? FromException(e, "RunStepFn") : s);
+      });
 }
 
 Session& MonitoredSession::StepContext::session() const {
@@ -675,11 +678,11 @@ void MonitoredSession::StartClose(asio::any_io_executor executor,
         impl->options.stop_grace_period, asio::use_awaitable);
     co_return joined.ok() ? end_status : joined;
   };
-  asio::co_spawn(executor, body(impl_),
-                 [done = std::move(done)](std::exception_ptr e,
-                                          absl::Status s) mutable {
-                   done(e ? FromException(e, "Close") : s);
-                 });
+  asio::co_spawn(
+      executor, body(impl_),
+      [done = std::move(done)](std::exception_ptr e, absl::Status s) mutable {
+        done(e ? FromException(e, "Close") : s);
+      });
 }
 
 }  // namespace cosession

@@ -33,16 +33,15 @@
 #ifndef COSESSION_ASYNC_MONITORED_SESSION_H_
 #define COSESSION_ASYNC_MONITORED_SESSION_H_
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <boost/asio/any_io_executor.hpp>
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
 
 #include "absl/status/statusor.h"
 #include "async/coordinator.h"
@@ -150,8 +149,7 @@ class MonitoredSession {
   template <typename CompletionToken>
   static auto Create(Graph& graph, Hooks hooks,
                      std::shared_ptr<SessionCreator> creator,
-                     MonitoredSessionOptions options,
-                     CompletionToken&& token) {
+                     MonitoredSessionOptions options, CompletionToken&& token) {
     auto executor = DefaultExecutor(options);
     return boost::asio::co_spawn(
         executor,
@@ -188,10 +186,10 @@ class MonitoredSession {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartStepFn(std::move(fn), slot, executor,
-                      detail::PostToHandler<absl::Status>(
-                          std::move(handler),
-                          [](absl::Status s) { return s; }));
+          StartStepFn(
+              std::move(fn), slot, executor,
+              detail::PostToHandler<absl::Status>(
+                  std::move(handler), [](absl::Status s) { return s; }));
         },
         token, std::move(fn));
   }
@@ -206,9 +204,9 @@ class MonitoredSession {
         [this](auto handler) {
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartClose(executor, detail::PostToHandler<absl::Status>(
-                                   std::move(handler),
-                                   [](absl::Status s) { return s; }));
+          StartClose(executor,
+                     detail::PostToHandler<absl::Status>(
+                         std::move(handler), [](absl::Status s) { return s; }));
         },
         token);
   }
@@ -257,10 +255,9 @@ auto CreateSingularMonitoredSession(Graph& graph, MonitoredSession::Hooks hooks,
                                     MonitoredSessionOptions options,
                                     CompletionToken&& token) {
   options.max_recovery_attempts = 0;
-  return MonitoredSession::Create(graph, std::move(hooks),
-                                  std::make_shared<ChiefSessionCreator>(),
-                                  std::move(options),
-                                  std::forward<CompletionToken>(token));
+  return MonitoredSession::Create(
+      graph, std::move(hooks), std::make_shared<ChiefSessionCreator>(),
+      std::move(options), std::forward<CompletionToken>(token));
 }
 
 }  // namespace cosession

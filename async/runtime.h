@@ -9,9 +9,8 @@
 #ifndef COSESSION_ASYNC_RUNTIME_H_
 #define COSESSION_ASYNC_RUNTIME_H_
 
-#include <cstddef>
-
 #include <boost/asio/thread_pool.hpp>
+#include <cstddef>
 
 namespace cosession {
 
@@ -38,14 +37,19 @@ class Runtime {
   using executor_type = boost::asio::thread_pool::executor_type;
   executor_type executor() { return pool_.get_executor(); }
   int num_threads() const { return num_threads_; }
-  int64_t inline_cost_threshold() const { return options_.inline_cost_threshold; }
+  int64_t inline_cost_threshold() const {
+    return options_.inline_cost_threshold;
+  }
   // True on one of this runtime's pool threads.
-  bool InPoolThread() const { return pool_.get_executor().running_in_this_thread(); }
+  bool InPoolThread() const {
+    return pool_.get_executor().running_in_this_thread();
+  }
 
  private:
   RuntimeOptions options_;
   int num_threads_;
-  mutable boost::asio::thread_pool pool_;  // mutable: executor queries are const in spirit
+  mutable boost::asio::thread_pool
+      pool_;  // mutable: executor queries are const in spirit
 };
 
 }  // namespace cosession

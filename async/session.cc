@@ -1,11 +1,11 @@
 #include "async/session.h"
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/inlined_vector.h"
-#include "absl/strings/str_cat.h"
 #include <condition_variable>
 #include <mutex>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
 #include "graph/status.h"
 
 namespace cosession {
@@ -39,7 +39,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
     detail::SessionState& state, const RunArgs& args,
     absl::Span<const Output> feeds) {
   detail::SessionState::PlanKey key;
-  for (const Output& feed : feeds) key.push_back(feed.valid() ? Code(feed) : -2);
+  for (const Output& feed : feeds)
+    key.push_back(feed.valid() ? Code(feed) : -2);
   key.push_back(-1);
   for (const Output& fetch : args.fetches) {
     key.push_back(fetch.valid() ? Code(fetch) : -2);
@@ -68,9 +69,8 @@ absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
                      absl::string_view role) -> absl::StatusOr<Output> {
     absl::StatusOr<Output> out = graph.FindOutput(name);
     if (!out.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Cannot ", role, " '", name, "': ",
-                       out.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Cannot ", role, " '", name, "': ", out.status().message()));
     }
     return out;
   };

@@ -37,11 +37,10 @@
 #ifndef COSESSION_ASYNC_SESSION_H_
 #define COSESSION_ASYNC_SESSION_H_
 
-#include <memory>
-#include <vector>
-
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/async_result.hpp>
+#include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "async/detail/completion.h"
@@ -98,9 +97,8 @@ class Session {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartRun(std::move(state), std::move(args), slot,
                    detail::PostToHandler<RunWithMetadataResult>(
-                       std::move(handler), [](RunWithMetadataResult result) {
-                         return result;
-                       }));
+                       std::move(handler),
+                       [](RunWithMetadataResult result) { return result; }));
         },
         token, state_, std::move(args));
   }

@@ -4,10 +4,10 @@
 // The lifecycle, with every error path (H = the hooks, in the order given):
 //
 //   MonitoredSession::Create(graph, hooks):
-//     for h in H: h.Begin(graph)              // may add ops; an error ends Create
-//     graph.Finalize()
-//     create the session (init or restore)    // Aborted/Unavailable: retried
-//     for h in H: co_await h.AfterCreateSession(session, coord)   // one by one
+//     for h in H: h.Begin(graph)              // may add ops; an error ends
+//     Create graph.Finalize() create the session (init or restore)    //
+//     Aborted/Unavailable: retried for h in H: co_await
+//     h.AfterCreateSession(session, coord)   // one by one
 //
 //   MonitoredSession::Run(args):
 //     if ShouldStop(): return FailedPrecondition   // no hook is called
@@ -41,9 +41,8 @@
 #define COSESSION_ASYNC_SESSION_RUN_HOOK_H_
 
 #include <atomic>
-#include <vector>
-
 #include <boost/asio/awaitable.hpp>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

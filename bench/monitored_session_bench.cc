@@ -1,15 +1,15 @@
 // Benchmarks of the monitored step: what MonitoredSession adds to a
 // Session::Run, and what each hook costs. Baselines in the same binary.
-#include <exception>
-#include <memory>
-#include <vector>
-
 #include <benchmark/benchmark.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <exception>
+#include <memory>
+#include <vector>
 
 #include "async/monitored_session.h"
 #include "graph/ops.h"
@@ -41,7 +41,8 @@ class AsyncHook : public SyncHook {
  public:
   asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext&) override {
-    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_await asio::post(co_await asio::this_coro::executor,
+                        asio::use_awaitable);
     ++calls;
     co_return SessionRunArgs{};
   }

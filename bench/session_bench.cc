@@ -4,14 +4,14 @@
 //
 // Every benchmark measures wall-clock time (UseRealTime): work runs on the
 // pool's threads as well as on the calling one.
-#include <exception>
-#include <random>
-#include <vector>
-
 #include <benchmark/benchmark.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <exception>
+#include <random>
+#include <vector>
 
 #include "async/session.h"
 #include "graph/ops.h"
@@ -142,11 +142,11 @@ void BM_Baseline_FanOut(benchmark::State& state) {
   const int width = static_cast<int>(state.range(0));
   std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
   for (auto _ : state) {
-    EigenMatrix<float> sum =
-        EigenMatrix<float>::Zero(kFanOutSize, kFanOutSize);
+    EigenMatrix<float> sum = EigenMatrix<float>::Zero(kFanOutSize, kFanOutSize);
     EigenMatrix<float> product(kFanOutSize, kFanOutSize);
     for (int i = 0; i < width; ++i) {
-      product.noalias() = MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
+      product.noalias() =
+          MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
       sum += product;
     }
     benchmark::DoNotOptimize(sum.data());

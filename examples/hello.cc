@@ -1,11 +1,10 @@
 // hello: builds a small graph, runs it in a Session from a coroutine, and
 // prints the result.
-#include <cstdio>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstdio>
 
 #include "async/session.h"
 #include "graph/ops.h"
@@ -20,7 +19,8 @@ asio::awaitable<int> Hello(Graph& graph, Output y, Output x) {
   RunArgs args{.fetches = {y}, .feeds = {{x, input}}};
   auto result = co_await session.Run(std::move(args), asio::use_awaitable);
   if (!result.ok()) {
-    std::fprintf(stderr, "run failed: %s\n", result.status().ToString().c_str());
+    std::fprintf(stderr, "run failed: %s\n",
+                 result.status().ToString().c_str());
     co_return 1;
   }
   std::printf("x = %s\n", input.DebugString().c_str());
@@ -31,8 +31,8 @@ asio::awaitable<int> Hello(Graph& graph, Output y, Output x) {
 int main() {
   Graph graph;
   Output x = ops::Placeholder(graph, DType::kFloat, TensorShape{2, 2}, "x");
-  Output y = ops::Add(graph, ops::MatMul(graph, x, x), ops::Const(graph, 1.0f),
-                      "y");
+  Output y =
+      ops::Add(graph, ops::MatMul(graph, x, x), ops::Const(graph, 1.0f), "y");
   graph.Finalize();
 
   asio::io_context io;

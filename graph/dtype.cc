@@ -4,22 +4,32 @@ namespace cosession {
 
 absl::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return "float";
-    case DType::kDouble: return "double";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kBool: return "bool";
+    case DType::kFloat:
+      return "float";
+    case DType::kDouble:
+      return "double";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
+    case DType::kBool:
+      return "bool";
   }
   return "invalid";
 }
 
 size_t DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kFloat: return sizeof(float);
-    case DType::kDouble: return sizeof(double);
-    case DType::kInt32: return sizeof(int32_t);
-    case DType::kInt64: return sizeof(int64_t);
-    case DType::kBool: return sizeof(bool);
+    case DType::kFloat:
+      return sizeof(float);
+    case DType::kDouble:
+      return sizeof(double);
+    case DType::kInt32:
+      return sizeof(int32_t);
+    case DType::kInt64:
+      return sizeof(int64_t);
+    case DType::kBool:
+      return sizeof(bool);
   }
   return 0;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+
 #include "absl/strings/string_view.h"
 
 namespace cosession {
@@ -24,11 +25,26 @@ bool IsInteger(DType dtype);
 
 template <typename T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::kDouble; };
-template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
-template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::kBool; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kFloat;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kDouble;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kInt32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kInt64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
 
 template <typename T>
 inline constexpr DType kDTypeOf = DTypeOf<T>::value;
@@ -38,11 +54,16 @@ inline constexpr DType kDTypeOf = DTypeOf<T>::value;
 template <typename Fn>
 decltype(auto) VisitDType(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::kFloat: return fn.template operator()<float>();
-    case DType::kDouble: return fn.template operator()<double>();
-    case DType::kInt32: return fn.template operator()<int32_t>();
-    case DType::kInt64: return fn.template operator()<int64_t>();
-    case DType::kBool: return fn.template operator()<bool>();
+    case DType::kFloat:
+      return fn.template operator()<float>();
+    case DType::kDouble:
+      return fn.template operator()<double>();
+    case DType::kInt32:
+      return fn.template operator()<int32_t>();
+    case DType::kInt64:
+      return fn.template operator()<int64_t>();
+    case DType::kBool:
+      return fn.template operator()<bool>();
   }
   return fn.template operator()<float>();  // unreachable for valid enums
 }

@@ -19,9 +19,9 @@ const std::string& Operation::name() const { return node_->name(); }
 const std::string& Node::type() const { return op_def_->name; }
 
 void Node::ThrowMissingAttr(absl::string_view name) const {
-  throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-      "Op '", name_, "' (", type(), ") has no attr '", name,
-      "' of the requested type")));
+  throw StatusError(absl::InvalidArgumentError(
+      absl::StrCat("Op '", name_, "' (", type(), ") has no attr '", name,
+                   "' of the requested type")));
 }
 
 Graph::Graph() = default;
@@ -50,7 +50,8 @@ Node* Graph::AddNode(NodeSpec spec) {
         "the graph is finalized and cannot be modified"));
   }
   const OpDef* def = OpRegistry::Global().Find(spec.op);
-  if (def == nullptr) fail(absl::NotFoundError("no op of this type is registered"));
+  if (def == nullptr)
+    fail(absl::NotFoundError("no op of this type is registered"));
   for (size_t i = 0; i < spec.inputs.size(); ++i) {
     const Output& in = spec.inputs[i];
     if (!in.valid()) {
@@ -61,10 +62,10 @@ Node* Graph::AddNode(NodeSpec spec) {
           "input ", i, " ('", in.name(), "') belongs to another graph")));
     }
     if (in.index() < 0 || in.index() >= in.node()->num_outputs()) {
-      fail(absl::InvalidArgumentError(absl::StrCat(
-          "input ", i, " refers to output ", in.index(), " of '",
-          in.node()->name(), "', which has ", in.node()->num_outputs(),
-          " outputs")));
+      fail(absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " refers to output ", in.index(), " of '",
+                       in.node()->name(), "', which has ",
+                       in.node()->num_outputs(), " outputs")));
     }
   }
   for (const Operation& control : spec.control_inputs) {
@@ -118,9 +119,9 @@ absl::StatusOr<Output> Graph::FindOutput(absl::string_view name) const {
   }
   Node* node = FindNode(op_name);
   if (node == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat("Tensor '", name, "' not found: no op named '", op_name,
-                     "' in the graph"));
+    return absl::NotFoundError(absl::StrCat("Tensor '", name,
+                                            "' not found: no op named '",
+                                            op_name, "' in the graph"));
   }
   if (index < 0 || index >= node->num_outputs()) {
     return absl::NotFoundError(
@@ -141,9 +142,9 @@ absl::StatusOr<Operation> Graph::FindOperation(absl::string_view name) const {
 
 void Graph::AddToCollection(absl::string_view key, Node* node) {
   if (finalized_) {
-    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-        "Cannot add '", node->name(), "' to collection '", key,
-        "': the graph is finalized")));
+    throw StatusError(absl::FailedPreconditionError(
+        absl::StrCat("Cannot add '", node->name(), "' to collection '", key,
+                     "': the graph is finalized")));
   }
   collections_[key].push_back(node);
 }

@@ -18,10 +18,9 @@
 #define COSESSION_GRAPH_KERNEL_H_
 
 #include <atomic>
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <functional>
-
-#include <boost/asio/awaitable.hpp>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"

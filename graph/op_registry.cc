@@ -6,9 +6,9 @@ absl::Status InferenceContext::ExpectInputs(int min, int max) const {
   const int n = num_inputs();
   if (n < min || n > max) {
     return absl::InvalidArgumentError(
-        min == max ? absl::StrCat("expects ", min, " inputs, got ", n)
-                   : absl::StrCat("expects ", min, " to ", max,
-                                  " inputs, got ", n));
+        min == max
+            ? absl::StrCat("expects ", min, " inputs, got ", n)
+            : absl::StrCat("expects ", min, " to ", max, " inputs, got ", n));
   }
   return absl::OkStatus();
 }
@@ -65,7 +65,8 @@ const OpDef* OpRegistry::Find(absl::string_view name) const {
   return it == ops_.end() ? nullptr : it->second.get();
 }
 
-absl::Status OpRegistry::SetGradient(absl::string_view op, GradientFn gradient) {
+absl::Status OpRegistry::SetGradient(absl::string_view op,
+                                     GradientFn gradient) {
   std::unique_lock lock(mu_);
   auto it = ops_.find(op);
   if (it == ops_.end()) {

@@ -13,8 +13,8 @@
 
 #include <functional>
 #include <memory>
+#include <shared_mutex>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include <shared_mutex>
+#include "absl/strings/string_view.h"
 #include "graph/attr_value.h"
 #include "graph/graph.h"
 #include "graph/kernel.h"

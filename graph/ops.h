@@ -26,8 +26,8 @@ namespace ops {
 // ---- core_ops.cc ----
 Output Const(Graph& g, Tensor value, std::string name = "");
 template <typename T>
-  requires std::is_arithmetic_v<T>
-Output Const(Graph& g, T value, std::string name = "") {
+requires std::is_arithmetic_v<T> Output Const(Graph& g, T value,
+                                              std::string name = "") {
   return Const(g, Tensor::Scalar<T>(value), std::move(name));
 }
 // Must be fed. `shape` may be partial; a feed must be compatible with it.
@@ -119,9 +119,8 @@ Output RandomNormal(Graph& g, TensorShape shape, DType dtype = DType::kFloat,
                     double mean = 0.0, double stddev = 1.0, int64_t seed = 0,
                     std::string name = "");
 // Normal, redrawn until within two standard deviations of the mean.
-Output TruncatedNormal(Graph& g, TensorShape shape,
-                       DType dtype = DType::kFloat, double mean = 0.0,
-                       double stddev = 1.0, int64_t seed = 0,
+Output TruncatedNormal(Graph& g, TensorShape shape, DType dtype = DType::kFloat,
+                       double mean = 0.0, double stddev = 1.0, int64_t seed = 0,
                        std::string name = "");
 
 }  // namespace ops

@@ -31,7 +31,8 @@ absl::StatusOr<Tensor> ResourceManager::UpdateVariable(
     absl::FunctionRef<absl::StatusOr<Tensor>(const Tensor* current)> update) {
   VariableSlot& slot = Variable(variable);
   std::lock_guard lock(slot.mu);
-  absl::StatusOr<Tensor> next = update(slot.initialized ? &slot.value : nullptr);
+  absl::StatusOr<Tensor> next =
+      update(slot.initialized ? &slot.value : nullptr);
   if (!next.ok()) return next.status();
   slot.value = *next;
   slot.initialized = true;

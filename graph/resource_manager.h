@@ -14,14 +14,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <random>
+#include <shared_mutex>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include <mutex>
-#include <shared_mutex>
 #include "graph/graph.h"
 #include "graph/tensor.h"
 

@@ -42,9 +42,9 @@ inline void ThrowIfError(absl::Status status) {
 #define COSESSION_STATUS_CONCAT_(a, b) COSESSION_STATUS_CONCAT_INNER_(a, b)
 
 // Returns from the enclosing function when `expr` is not OK.
-#define COSESSION_RETURN_IF_ERROR(expr)              \
-  do {                                               \
-    ::absl::Status cosession_status_ = (expr);       \
+#define COSESSION_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::absl::Status cosession_status_ = (expr);             \
     if (!cosession_status_.ok()) return cosession_status_; \
   } while (false)
 

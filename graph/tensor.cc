@@ -99,8 +99,8 @@ Tensor::~Tensor() {
 void Tensor::CheckAccess(DType want, bool want_one_element) const {
   if (want != dtype_) {
     throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat("Tensor of dtype ", DTypeName(dtype_),
-                     " accessed as ", DTypeName(want))));
+        absl::StrCat("Tensor of dtype ", DTypeName(dtype_), " accessed as ",
+                     DTypeName(want))));
   }
   if (want_one_element && num_elements_ != 1) {
     throw StatusError(absl::InvalidArgumentError(
@@ -116,17 +116,16 @@ void Tensor::CheckCount(size_t count) const {
   if (static_cast<int64_t>(count) != num_elements_) {
     throw StatusError(absl::InvalidArgumentError(
         absl::StrCat(count, " values given for a tensor of shape ",
-                     shape_.DebugString(), " (", num_elements_,
-                     " elements)")));
+                     shape_.DebugString(), " (", num_elements_, " elements)")));
   }
 }
 
 Tensor Tensor::Reshaped(TensorShape shape) const {
   ThrowIfError(shape.Validate());
   if (!shape.IsFullyDefined() || shape.num_elements() != num_elements_) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "Cannot reshape a tensor of shape ", shape_.DebugString(), " to ",
-        shape.DebugString())));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("Cannot reshape a tensor of shape ", shape_.DebugString(),
+                     " to ", shape.DebugString())));
   }
   Tensor t(*this);
   t.shape_ = std::move(shape);

@@ -84,7 +84,9 @@ class Tensor {
     return FromVector(values, TensorShape{static_cast<int64_t>(values.size())});
   }
 
-  bool IsInitialized() const { return buffer_ != nullptr || num_elements_ == 0; }
+  bool IsInitialized() const {
+    return buffer_ != nullptr || num_elements_ == 0;
+  }
   DType dtype() const { return dtype_; }
   const TensorShape& shape() const { return shape_; }
   int64_t NumElements() const { return num_elements_; }
@@ -101,14 +103,14 @@ class Tensor {
   absl::Span<const T> flat() const {
     CheckAccess(kDTypeOf<T>, false);
     return absl::Span<const T>(static_cast<const T*>(raw_data()),
-                              static_cast<size_t>(num_elements_));
+                               static_cast<size_t>(num_elements_));
   }
   // Writable view; only for the tensor's creator (see the contract above).
   template <typename T>
   absl::Span<T> mutable_flat() {
     CheckAccess(kDTypeOf<T>, false);
     return absl::Span<T>(static_cast<T*>(raw_data()),
-                        static_cast<size_t>(num_elements_));
+                         static_cast<size_t>(num_elements_));
   }
 
   const void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }

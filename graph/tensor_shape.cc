@@ -41,17 +41,16 @@ bool TensorShape::IsCompatibleWith(const TensorShape& other) const {
 
 std::string TensorShape::DebugString() const {
   if (unknown_rank_) return "<unknown>";
-  return absl::StrCat(
-      "[",
-      absl::StrJoin(dims_, ",",
-                    [](std::string* out, int64_t d) {
-                      if (d < 0) {
-                        out->append("?");
-                      } else {
-                        absl::StrAppend(out, d);
-                      }
-                    }),
-      "]");
+  return absl::StrCat("[",
+                      absl::StrJoin(dims_, ",",
+                                    [](std::string* out, int64_t d) {
+                                      if (d < 0) {
+                                        out->append("?");
+                                      } else {
+                                        absl::StrAppend(out, d);
+                                      }
+                                    }),
+                      "]");
 }
 
 absl::Status TensorShape::Validate() const {

@@ -33,7 +33,9 @@ class TensorShape {
 
   bool unknown_rank() const { return unknown_rank_; }
   // Number of dimensions; -1 when the rank is unknown.
-  int dims() const { return unknown_rank_ ? -1 : static_cast<int>(dims_.size()); }
+  int dims() const {
+    return unknown_rank_ ? -1 : static_cast<int>(dims_.size());
+  }
   int64_t dim_size(int i) const { return dims_[i]; }
   absl::Span<const int64_t> dim_sizes() const { return dims_; }
   void set_dim(int i, int64_t size) { dims_[i] = size; }

@@ -1,13 +1,13 @@
 // The executor, observed through Session: pruning, ordering, parallelism,
 // errors, cancellation, deadlines and tracing.
-#include <chrono>
-#include <variant>
+#include <gtest/gtest.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <gtest/gtest.h>
+#include <chrono>
+#include <variant>
 
 #include "async/session.h"
 #include "graph/ops.h"
@@ -66,9 +66,9 @@ TEST(Executor, ControlInputsRunFirst) {
   TestEvents events;
   Graph g;
   Output first = testing::TestCount(g, {}, {}, "first");
-  Output second = testing::TestCount(g, {}, {Operation(first.node())}, "second");
-  Output third =
-      testing::TestCount(g, {}, {Operation(second.node())}, "third");
+  Output second =
+      testing::TestCount(g, {}, {Operation(first.node())}, "second");
+  Output third = testing::TestCount(g, {}, {Operation(second.node())}, "third");
   ASSERT_TRUE(testing::Eval(g, {third}).ok());
   EXPECT_EQ(events.order_snapshot(),
             (std::vector<std::string>{"first", "second", "third"}));
@@ -179,10 +179,10 @@ CO_TEST(Executor, CancelledRunCompletesWithCancelled) {
   Session session(g, TestRuntime());
   asio::cancellation_signal signal;
   RunArgs args{.fetches = {stuck}};
-  auto result = co_await (
-      session.Run(args, asio::bind_cancellation_slot(signal.slot(),
-                                                     asio::use_awaitable)) &&
-      CancelWhenStarted(events, signal));
+  auto result =
+      co_await (session.Run(args, asio::bind_cancellation_slot(
+                                      signal.slot(), asio::use_awaitable)) &&
+                CancelWhenStarted(events, signal));
   EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
 }
 
@@ -254,8 +254,10 @@ TEST(Executor, NoTraceLeavesStepStatsEmpty) {
 TEST(Executor, ExpensiveOpsRunOnThePool) {
   Graph g;
   Tensor m(DType::kFloat, TensorShape{64, 64});
-  Output a = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm1");
-  Output b = ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm2");
+  Output a =
+      ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm1");
+  Output b =
+      ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm2");
   Session session(g, TestRuntime());
   testing::Latch done;
   absl::StatusOr<RunOutputs> outputs;
@@ -270,10 +272,11 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
     testing::Latch probe_done;
     RunArgs probe_args{.fetches = {c}};
     probe_args.options.trace_level = RunOptions::kFullTrace;
-    probe_session.RunWithMetadata(probe_args, [&](absl::StatusOr<RunOutputs> r) {
-      caller_thread = r->metadata.step_stats.node_stats.at(0).thread_id;
-      probe_done.Notify();
-    });
+    probe_session.RunWithMetadata(
+        probe_args, [&](absl::StatusOr<RunOutputs> r) {
+          caller_thread = r->metadata.step_stats.node_stats.at(0).thread_id;
+          probe_done.Notify();
+        });
     ASSERT_TRUE(probe_done.WaitFor(std::chrono::seconds(20)));
   }
   session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {

@@ -1,22 +1,23 @@
 // MonitoredSession: the hook semantics of DESIGN.md, one test each, with
 // recording fake hooks.
+#include "async/monitored_session.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <boost/asio/bind_cancellation_slot.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <gtest/gtest.h>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "async/monitored_session.h"
 #include "graph/op_registry.h"
 #include "graph/ops.h"
 #include "graph/status.h"
@@ -116,8 +117,8 @@ class RecordingHook : public SessionRunHook {
 struct CounterGraph {
   CounterGraph() {
     counter = ops::Variable(g, Tensor::Scalar<int64_t>(0), "counter");
-    increment = ops::AssignAdd(g, counter, ops::Const(g, int64_t{1}),
-                               "increment");
+    increment =
+        ops::AssignAdd(g, counter, ops::Const(g, int64_t{1}), "increment");
     x = ops::Placeholder(g, DType::kFloat, TensorShape{}, "x");
     y = ops::Mul(g, x, ops::Const(g, 2.0f), "y");
   }
@@ -137,8 +138,7 @@ MonitoredSessionOptions TestOptions() {
 }
 
 asio::awaitable<std::unique_ptr<MonitoredSession>> CreateOrFail(
-    Graph& g, MonitoredSession::Hooks hooks,
-    MonitoredSessionOptions options) {
+    Graph& g, MonitoredSession::Hooks hooks, MonitoredSessionOptions options) {
   auto created = co_await MonitoredSession::Create(
       g, std::move(hooks), std::make_shared<ChiefSessionCreator>(),
       std::move(options), asio::use_awaitable);
@@ -166,8 +166,8 @@ std::shared_ptr<RecordingHook> Hook(const std::string& name,
 CO_TEST(MonitoredSession, BeginIsCalledOnceInOrderThenTheGraphIsFinalized) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
-  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log), Hook("b", log)),
-                                  TestOptions());
+  auto ms = co_await CreateOrFail(
+      graph.g, HookList(Hook("a", log), Hook("b", log)), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   EXPECT_TRUE(graph.g.finalized());
   EXPECT_EQ(*log, (Log{"a.Begin", "b.Begin", "a.AfterCreateSession",
@@ -198,7 +198,8 @@ CO_TEST(MonitoredSession, HookFetchesAndTargetsRunInTheSameStep) {
   watcher->before_run_args = {.fetches = {graph.counter},
                               .targets = {Operation(graph.increment.node())}};
   auto quiet = Hook("quiet", log);
-  auto ms = co_await CreateOrFail(graph.g, HookList(watcher, quiet), TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(watcher, quiet), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   auto values = co_await ms->Run(graph.Double(3.0f), asio::use_awaitable);
   CO_ASSERT_OK(values.status());
@@ -218,7 +219,8 @@ CO_TEST(MonitoredSession, HookFetchesAndTargetsRunInTheSameStep) {
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
-CO_TEST(MonitoredSession, AHookFeedingWhatTheCallerFeedsIsInvalidAndNothingRuns) {
+CO_TEST(MonitoredSession,
+        AHookFeedingWhatTheCallerFeedsIsInvalidAndNothingRuns) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
   auto feeder = Hook("feeder", log);
@@ -255,12 +257,15 @@ CO_TEST(MonitoredSession, OptionsMergeToTheHighestTraceLevel) {
   auto log = std::make_shared<Log>();
   auto tracer = Hook("tracer", log), other = Hook("other", log);
   tracer->before_run_args.options.trace_level = RunOptions::kFullTrace;
-  auto ms = co_await CreateOrFail(graph.g, HookList(tracer, other), TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(tracer, other), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
-  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
   CO_ASSERT_TRUE(other->values_seen.size() == 1);
   EXPECT_EQ(other->values_seen[0].options.trace_level, RunOptions::kFullTrace);
-  EXPECT_FALSE(other->values_seen[0].run_metadata.step_stats.node_stats.empty());
+  EXPECT_FALSE(
+      other->values_seen[0].run_metadata.step_stats.node_stats.empty());
 }
 
 // ---- 5. RequestStop from a hook
@@ -270,7 +275,8 @@ CO_TEST(MonitoredSession, RequestStopInAfterRunFinishesTheStepThenStops) {
   auto log = std::make_shared<Log>();
   auto stopper = Hook("stopper", log), after = Hook("after", log);
   stopper->request_stop_in_after_run = true;
-  auto ms = co_await CreateOrFail(graph.g, HookList(stopper, after), TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(stopper, after), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   log->clear();
   auto values = co_await ms->Run(graph.Double(2), asio::use_awaitable);
@@ -336,10 +342,11 @@ CO_TEST(MonitoredSession, FailingAfterRunIsWhatTheStepReturns) {
 CO_TEST(MonitoredSession, CloseCallsEndInOrderAfterANormalRun) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
-  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log), Hook("b", log)),
-                                  TestOptions());
+  auto ms = co_await CreateOrFail(
+      graph.g, HookList(Hook("a", log), Hook("b", log)), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
-  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
   log->clear();
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(*log, (Log{"a.End", "b.End"}));
@@ -380,7 +387,8 @@ CO_TEST(MonitoredSession, EndIsNotCalledAfterANonRecoverableError) {
 CO_TEST(MonitoredSession, ASecondCloseIsFailedPreconditionAndCallsNothing) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
-  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("a", log)), TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(Hook("a", log)), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   log->clear();
@@ -450,7 +458,8 @@ CO_TEST(MonitoredSession, ATaskErrorCancelsTheStepAndIsWhatRunReturns) {
   RunArgs args{.fetches = {stuck}};
   auto result = co_await (ms->Run(args, asio::use_awaitable) &&
                           ReleaseAfterStarted(events, go));
-  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal)
+      << result.status();
   EXPECT_TRUE(ms->ShouldStop());
   absl::Status closed = co_await ms->Close(asio::use_awaitable);
   EXPECT_EQ(closed.code(), absl::StatusCode::kInternal);
@@ -485,14 +494,15 @@ CO_TEST(MonitoredSession, HooksAreCalledInTheOrderGiven) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
   auto ms = co_await CreateOrFail(
-      graph.g, HookList(Hook("1", log), Hook("2", log), Hook("3", log)), TestOptions());
+      graph.g, HookList(Hook("1", log), Hook("2", log), Hook("3", log)),
+      TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   log->clear();
-  CO_ASSERT_OK((co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
   EXPECT_EQ(*log, (Log{"1.BeforeRun", "2.BeforeRun", "3.BeforeRun",
                        "1.AfterRun", "2.AfterRun", "3.AfterRun"}));
 }
-
 
 // ---- 11. hook concurrency
 
@@ -580,8 +590,8 @@ CO_TEST(MonitoredSession, AFailingConcurrentHookCancelsTheOthersAndWins) {
   auto log = std::make_shared<Log>();
   auto waiter = std::make_shared<GateHook>("waiter", log);
   auto failer = std::make_shared<GateHook>("failer", log, /*fail=*/true);
-  auto ms = co_await CreateOrFail(graph.g, HookList(waiter, failer),
-                                  TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(waiter, failer), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   // Nobody triggers the waiter: only the failure's cancellation ends it.
   auto values = co_await ms->Run(graph.Double(1), asio::use_awaitable);
@@ -595,7 +605,8 @@ CO_TEST(MonitoredSession, AFailingConcurrentHookCancelsTheOthersAndWins) {
 CO_TEST(MonitoredSession, RunStepFnGivesRawSessionHooksAndStop) {
   CounterGraph graph;
   auto log = std::make_shared<Log>();
-  auto ms = co_await CreateOrFail(graph.g, HookList(Hook("h", log)), TestOptions());
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(Hook("h", log)), TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   log->clear();
   auto fn = [&graph](MonitoredSession::StepContext& step)
@@ -618,7 +629,8 @@ CO_TEST(MonitoredSession, RunStepFnGivesRawSessionHooksAndStop) {
 asio::awaitable<void> CancelAfterPosts(asio::cancellation_signal& signal,
                                        int posts) {
   for (int i = 0; i < posts; ++i) {
-    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_await asio::post(co_await asio::this_coro::executor,
+                        asio::use_awaitable);
   }
   signal.emit(asio::cancellation_type::terminal);
 }
@@ -643,10 +655,9 @@ CO_TEST(MonitoredSession, ThousandStepsWithRandomCancellationsNeverHang) {
       MonitoredSession::RunResult r = absl::UnknownError("not run");
       if (cancel(rng)) {
         asio::cancellation_signal signal;
-        r = co_await (
-            ms->Run(args, asio::bind_cancellation_slot(signal.slot(),
-                                                       asio::use_awaitable)) &&
-            CancelAfterPosts(signal, cancel_at(rng)));
+        r = co_await (ms->Run(args, asio::bind_cancellation_slot(
+                                        signal.slot(), asio::use_awaitable)) &&
+                      CancelAfterPosts(signal, cancel_at(rng)));
         // A cancellation that reached the step stops the session, whether
         // or not its graph ran; one emitted after it completed does nothing.
         if (!r.ok() || ms->ShouldStop()) {
@@ -659,7 +670,8 @@ CO_TEST(MonitoredSession, ThousandStepsWithRandomCancellationsNeverHang) {
       if (r.ok()) {
         ++completed;
       } else {
-        EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled) << r.status();
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled)
+            << r.status();
         ++cancelled;
       }
     }

@@ -1,9 +1,10 @@
 // Session: every completion token style, completion on the handler's
 // executor, bad input, variables, concurrency, the blocking wrapper.
-#include <atomic>
-#include <future>
-#include <thread>
+#include "async/session.h"
 
+#include <gtest/gtest.h>
+
+#include <atomic>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/deferred.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -12,10 +13,10 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/use_future.hpp>
-#include <gtest/gtest.h>
+#include <future>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "async/session.h"
 #include "graph/ops.h"
 #include "tests/co_test.h"
 #include "tests/test_util.h"
@@ -34,8 +35,7 @@ struct AffineGraph {
                  "y");
   }
   RunArgs Args() const {
-    return {.fetches = {y},
-            .feeds = {{x, Tensor::FromVector<float>({1, 2})}}};
+    return {.fetches = {y}, .feeds = {{x, Tensor::FromVector<float>({1, 2})}}};
   }
   Graph g;
   Output x, y;
@@ -108,7 +108,8 @@ TEST(Session, ErrorsAlsoCompleteOnTheHandlersExecutor) {
   session.Run({.fetches = {graph.y}},  // x not fed
               asio::bind_executor(io, [&](Session::RunResult r) {
                 called = true;
-                EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+                EXPECT_EQ(r.status().code(),
+                          absl::StatusCode::kInvalidArgument);
               }));
   EXPECT_FALSE(called);
   io.run_for(std::chrono::seconds(20));
@@ -144,8 +145,9 @@ TEST(SessionBadInput, FeedOfTheWrongDTypeNamesTheTensor) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
   ExpectInvalidNaming(
-      RunStatus(session, {.fetches = {graph.y},
-                          .feeds = {{graph.x, Tensor::FromVector<int32_t>({1, 2})}}}),
+      RunStatus(session,
+                {.fetches = {graph.y},
+                 .feeds = {{graph.x, Tensor::FromVector<int32_t>({1, 2})}}}),
       "x:0");
 }
 
@@ -153,8 +155,9 @@ TEST(SessionBadInput, FeedOfAnIncompatibleShapeNamesTheTensor) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
   ExpectInvalidNaming(
-      RunStatus(session, {.fetches = {graph.y},
-                          .feeds = {{graph.x, Tensor::FromVector<float>({1, 2, 3})}}}),
+      RunStatus(session,
+                {.fetches = {graph.y},
+                 .feeds = {{graph.x, Tensor::FromVector<float>({1, 2, 3})}}}),
       "x:0");
 }
 
@@ -224,9 +227,9 @@ TEST(SessionBadInput, EmptyFetchIsRejected) {
 TEST(SessionBadInput, UninitialisedFeedValueIsRejected) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
-  ExpectInvalidNaming(
-      RunStatus(session, {.fetches = {graph.y}, .feeds = {{graph.x, Tensor()}}}),
-      "x:0");
+  ExpectInvalidNaming(RunStatus(session, {.fetches = {graph.y},
+                                          .feeds = {{graph.x, Tensor()}}}),
+                      "x:0");
 }
 
 TEST(SessionBadInput, ReadingAnUninitialisedVariableIsFailedPrecondition) {
@@ -331,7 +334,8 @@ TEST(Session, RunBlockingOnAPoolThreadRefusesInsteadOfDeadlocking) {
     refused.set_value(session.RunBlocking(graph.Args()).status());
   });
   auto future = refused.get_future();
-  ASSERT_EQ(future.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(20)),
+            std::future_status::ready);
   EXPECT_EQ(future.get().code(), absl::StatusCode::kFailedPrecondition);
 }
 

@@ -1,10 +1,9 @@
 #include "tests/test_ops.h"
 
-#include <stdexcept>
-
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "graph/op_registry.h"
@@ -24,7 +23,8 @@ absl::Status FloatScalarOutput(InferenceContext& c) {
 
 asio::awaitable<absl::Status> WaitKernel(KernelContext& ctx) {
   TestEvents& events = TestEvents::Current();
-  co_await events.started.async_send({}, ctx.node().name(), asio::use_awaitable);
+  co_await events.started.async_send({}, ctx.node().name(),
+                                     asio::use_awaitable);
   co_await events.trigger.async_receive(asio::use_awaitable);
   ctx.set_output(0, Tensor::Scalar<float>(1));
   co_return absl::OkStatus();
@@ -32,7 +32,8 @@ asio::awaitable<absl::Status> WaitKernel(KernelContext& ctx) {
 
 asio::awaitable<absl::Status> NeverKernel(KernelContext& ctx) {
   TestEvents& events = TestEvents::Current();
-  co_await events.started.async_send({}, ctx.node().name(), asio::use_awaitable);
+  co_await events.started.async_send({}, ctx.node().name(),
+                                     asio::use_awaitable);
   co_await events.never.async_receive(asio::use_awaitable);
   co_return absl::InternalError("TestNever received a token");
 }
@@ -47,7 +48,8 @@ Output Add(Graph& g, const char* op, std::vector<Output> inputs,
            std::vector<Operation> controls, std::string name) {
   RegisterTestOps();
   return Output(
-      g.AddNode({op, std::move(name), std::move(inputs), std::move(controls), {}}),
+      g.AddNode(
+          {op, std::move(name), std::move(inputs), std::move(controls), {}}),
       0);
 }
 
@@ -67,30 +69,28 @@ TestEvents& TestEvents::Current() { return *current_events; }
 void RegisterTestOps() {
   static const bool registered = [] {
     OpRegistry& r = OpRegistry::Global();
-    ThrowIfError(r.Register(
-        {.name = "TestCount",
-         .shape_fn = FloatScalarOutput,
-         .kernel = [](KernelContext& ctx) {
-           TestEvents& events = TestEvents::Current();
-           std::lock_guard lock(events.mu);
-           ++events.run_counts[ctx.node().name()];
-           events.order.push_back(ctx.node().name());
-           ctx.set_output(0, Tensor::Scalar<float>(1));
-           return absl::OkStatus();
-         }}));
-    ThrowIfError(r.Register(
-        {.name = "TestFail",
-         .shape_fn = FloatScalarOutput,
-         .kernel = [](KernelContext& ctx) {
-           return absl::InternalError(
-               absl::StrCat("TestFail '", ctx.node().name(), "' failed"));
-         }}));
-    ThrowIfError(r.Register(
-        {.name = "TestThrow",
-         .shape_fn = FloatScalarOutput,
-         .kernel = [](KernelContext&) -> absl::Status {
-           throw std::runtime_error("kernel exploded");
-         }}));
+    ThrowIfError(r.Register({.name = "TestCount",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = [](KernelContext& ctx) {
+                               TestEvents& events = TestEvents::Current();
+                               std::lock_guard lock(events.mu);
+                               ++events.run_counts[ctx.node().name()];
+                               events.order.push_back(ctx.node().name());
+                               ctx.set_output(0, Tensor::Scalar<float>(1));
+                               return absl::OkStatus();
+                             }}));
+    ThrowIfError(r.Register({.name = "TestFail",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = [](KernelContext& ctx) {
+                               return absl::InternalError(
+                                   absl::StrCat("TestFail '", ctx.node().name(),
+                                                "' failed"));
+                             }}));
+    ThrowIfError(r.Register({.name = "TestThrow",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = [](KernelContext&) -> absl::Status {
+                               throw std::runtime_error("kernel exploded");
+                             }}));
     ThrowIfError(r.Register({.name = "TestWait",
                              .shape_fn = FloatScalarOutput,
                              .async_kernel = WaitKernel}));

@@ -12,14 +12,13 @@
 #ifndef COSESSION_TESTS_TEST_OPS_H_
 #define COSESSION_TESTS_TEST_OPS_H_
 
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/system/error_code.hpp>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include <boost/asio/experimental/concurrent_channel.hpp>
-#include <boost/system/error_code.hpp>
-
 #include "absl/container/flat_hash_map.h"
-#include <mutex>
 #include "graph/graph.h"
 
 namespace cosession::testing {

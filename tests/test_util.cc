@@ -19,7 +19,8 @@ absl::StatusOr<std::vector<Tensor>> Eval(
     Graph& graph, std::vector<Output> fetches,
     std::vector<std::pair<Output, Tensor>> feeds, bool initialize) {
   Session session(graph, TestRuntime());
-  if (initialize && !graph.GetCollection(kVariableInitializersCollection).empty()) {
+  if (initialize &&
+      !graph.GetCollection(kVariableInitializersCollection).empty()) {
     Operation init = GlobalVariablesInitializer(graph);
     auto status = session.RunBlocking({.targets = {init}});
     if (!status.ok()) return status.status();

@@ -4,21 +4,20 @@
 #ifndef COSESSION_TESTS_TEST_UTIL_H_
 #define COSESSION_TESTS_TEST_UTIL_H_
 
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
 #include <vector>
 
-#include <boost/asio/io_context.hpp>
-
-#include <gtest/gtest.h>
-
 #include "absl/status/statusor.h"
-#include "graph/status.h"
 #include "async/session.h"
 #include "graph/graph.h"
 #include "graph/ops.h"
+#include "graph/status.h"
 #include "graph/tensor.h"
 
 namespace cosession::testing {
@@ -31,8 +30,9 @@ absl::StatusOr<std::vector<Tensor>> Eval(
     std::vector<std::pair<Output, Tensor>> feeds = {}, bool initialize = true);
 
 // Eval of one fetch.
-absl::StatusOr<Tensor> EvalOne(Graph& graph, Output fetch,
-                               std::vector<std::pair<Output, Tensor>> feeds = {});
+absl::StatusOr<Tensor> EvalOne(
+    Graph& graph, Output fetch,
+    std::vector<std::pair<Output, Tensor>> feeds = {});
 
 // Runs `fn`, expects it to throw StatusError, and returns the error's status
 // (an OK status when nothing or something else was thrown, after recording a

@@ -6,13 +6,12 @@
 #ifndef COSESSION_ASYNC_DETAIL_COMPLETION_H_
 #define COSESSION_ASYNC_DETAIL_COMPLETION_H_
 
-#include <utility>
-
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 
@@ -22,9 +21,9 @@ namespace cosession::detail {
 // `From`; it posts handler(convert(from)) to the handler's executor.
 template <typename From, typename Handler, typename Convert>
 absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
-  auto work = boost::asio::prefer(
-      boost::asio::get_associated_executor(handler),
-      boost::asio::execution::outstanding_work.tracked);
+  auto work =
+      boost::asio::prefer(boost::asio::get_associated_executor(handler),
+                          boost::asio::execution::outstanding_work.tracked);
   return [handler = std::move(handler), work = std::move(work),
           convert = std::move(convert)](From from) mutable {
     // Post through an untracked copy: once the handler is queued, the

@@ -34,9 +34,7 @@ absl::Status IdentityShape(InferenceContext& c) {
   return absl::OkStatus();
 }
 
-absl::Status NoOutputs(InferenceContext& c) {
-  return c.ExpectInputs(0, 0);
-}
+absl::Status NoOutputs(InferenceContext& c) { return c.ExpectInputs(0, 0); }
 
 // Assign*: input 0 is the new value (or the delta); attr "variable" is the id
 // of the Variable node, which the op updates without reading it as an input
@@ -73,10 +71,10 @@ const Node& TargetVariable(const KernelContext& ctx) {
 absl::Status CheckAssignedShape(const Node& variable, const Tensor& current,
                                 const Tensor& value) {
   if (current.shape() != value.shape()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Cannot update variable '", variable.name(), "' of shape ",
-        current.shape().DebugString(), " with a value of shape ",
-        value.shape().DebugString()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Cannot update variable '", variable.name(), "' of shape ",
+                     current.shape().DebugString(), " with a value of shape ",
+                     value.shape().DebugString()));
   }
   return absl::OkStatus();
 }
@@ -161,16 +159,15 @@ void RegisterCoreOps(OpRegistry& r) {
                          return absl::OkStatus();
                        },
                    .cost = ZeroCost}));
-  must(r.Register(
-      {.name = "Placeholder",
-       .shape_fn = DTypeAndShapeAttrs,
-       .kernel =
-           [](KernelContext& ctx) {
-             return absl::InvalidArgumentError(absl::StrCat(
-                 "You must feed a value for placeholder tensor '",
-                 ctx.node().name(), ":0'"));
-           },
-       .cost = ZeroCost}));
+  must(r.Register({.name = "Placeholder",
+                   .shape_fn = DTypeAndShapeAttrs,
+                   .kernel =
+                       [](KernelContext& ctx) {
+                         return absl::InvalidArgumentError(absl::StrCat(
+                             "You must feed a value for placeholder tensor '",
+                             ctx.node().name(), ":0'"));
+                       },
+                   .cost = ZeroCost}));
   must(r.Register({.name = "Identity",
                    .shape_fn = IdentityShape,
                    .kernel =
@@ -185,14 +182,13 @@ void RegisterCoreOps(OpRegistry& r) {
                    .cost = ZeroCost}));
   must(r.Register({.name = "Variable",
                    .shape_fn = DTypeAndShapeAttrs,
-                   .kernel =
-                       [](KernelContext& ctx) -> absl::Status {
-                         COSESSION_ASSIGN_OR_RETURN(
-                             Tensor value,
-                             ctx.resources().ReadVariable(ctx.node()));
-                         ctx.set_output(0, std::move(value));
-                         return absl::OkStatus();
-                       },
+                   .kernel = [](KernelContext& ctx) -> absl::Status {
+                     COSESSION_ASSIGN_OR_RETURN(
+                         Tensor value,
+                         ctx.resources().ReadVariable(ctx.node()));
+                     ctx.set_output(0, std::move(value));
+                     return absl::OkStatus();
+                   },
                    .cost = ZeroCost,
                    .stateful = true}));
   must(r.Register({.name = "Assign",
@@ -230,9 +226,10 @@ Output Identity(Graph& g, Output input, std::string name) {
 
 Output WithControlDependencies(Graph& g, std::vector<Operation> dependencies,
                                Output input, std::string name) {
-  return Output(g.AddNode({"Identity", std::move(name), {input},
-                           std::move(dependencies), {}}),
-                0);
+  return Output(
+      g.AddNode(
+          {"Identity", std::move(name), {input}, std::move(dependencies), {}}),
+      0);
 }
 
 Operation NoOp(Graph& g, std::vector<Operation> control_inputs,
@@ -246,8 +243,8 @@ Operation Group(Graph& g, std::vector<Operation> ops, std::string name) {
 }
 
 Output Variable(Graph& g, Output initial_value, std::string name) {
-  NodeSpec spec{"Variable", name.empty() ? "Variable" : std::move(name), {}, {},
-                {}};
+  NodeSpec spec{
+      "Variable", name.empty() ? "Variable" : std::move(name), {}, {}, {}};
   spec.attrs["dtype"] = initial_value.dtype();
   spec.attrs["shape"] = initial_value.shape();
   Node* variable = g.AddNode(std::move(spec));
