@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "async/monitored_session.h"
+#include "bench/bench_util.h"
 #include "graph/ops.h"
 
 namespace cosession {
@@ -49,14 +50,7 @@ class AsyncHook : public SyncHook {
   bool MaySuspend() const override { return true; }
 };
 
-void RunCoroutine(asio::awaitable<void> body) {
-  asio::io_context io;
-  std::exception_ptr failure;
-  asio::co_spawn(io, std::move(body),
-                 [&](std::exception_ptr e) { failure = e; });
-  io.run();
-  if (failure) std::rethrow_exception(failure);
-}
+using bench::RunCoroutine;
 
 asio::awaitable<void> StepLoop(benchmark::State& state,
                                MonitoredSession::Hooks hooks) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "async/session.h"
+#include "bench/bench_util.h"
 #include "graph/ops.h"
 #include "graph/tensor_eigen.h"
 
@@ -22,15 +23,7 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Runs `body` to completion on a fresh io_context on this thread.
-void RunCoroutine(asio::awaitable<void> body) {
-  asio::io_context io;
-  std::exception_ptr failure;
-  asio::co_spawn(io, std::move(body),
-                 [&](std::exception_ptr e) { failure = e; });
-  io.run();
-  if (failure) std::rethrow_exception(failure);
-}
+using bench::RunCoroutine;
 
 // Awaits `args` on `session` once per benchmark iteration.
 asio::awaitable<void> RunLoop(benchmark::State& state, Session& session,
