@@ -451,6 +451,45 @@ struct MonitoredSession::Impl {
     co_return std::move(outputs->values);
   }
 
+  // Runs `body` as one step on `executor`: the caller's cancellation (a
+  // connected `slot`) requests a clean stop and cancels the step's waits, a
+  // stop from anywhere cancels them too (see NewCoordinator), and `done` gets
+  // the result exactly once.
+  template <typename Result>
+  static void SpawnStep(const std::shared_ptr<Impl>& impl,
+                        asio::awaitable<Result> body,
+                        asio::cancellation_slot slot,
+                        asio::any_io_executor executor,
+                        absl::AnyInvocable<void(Result)> done,
+                        absl::string_view what) {
+    auto step = std::make_shared<StepState>(executor);
+    {
+      std::lock_guard lock(impl->mu);
+      impl->steps.insert(step);
+    }
+    if (slot.is_connected()) {
+      slot.assign([impl, step](asio::cancellation_type type) {
+        if (step->finished) return;
+        impl->MarkStopped("cancelled");
+        impl->coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
+        step->signal.emit(type);
+      });
+    }
+    asio::co_spawn(executor, std::move(body),
+                   asio::bind_cancellation_slot(
+                       step->signal.slot(),
+                       [impl, step, what, done = std::move(done)](
+                           std::exception_ptr e, Result result) mutable {
+                         step->finished = true;
+                         {
+                           std::lock_guard lock(impl->mu);
+                           impl->steps.erase(step);
+                         }
+                         if (e) result = FromException(e, what);
+                         done(std::move(result));
+                       }));
+  }
+
   // The status a step reports when it was cut short by a stop: the stop's
   // cause if it was an error.
   absl::Status CauseOf(const absl::Status& s) const {
@@ -526,33 +565,8 @@ int MonitoredSession::recoveries() const { return impl_->recoveries; }
 void MonitoredSession::StartRun(RunArgs args, asio::cancellation_slot slot,
                                 asio::any_io_executor executor,
                                 absl::AnyInvocable<void(RunResult)> done) {
-  auto step = std::make_shared<StepState>(executor);
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->steps.insert(step);
-  }
-  std::shared_ptr<Impl> impl = impl_;
-  if (slot.is_connected()) {
-    slot.assign([impl, step](asio::cancellation_type type) {
-      if (step->finished) return;
-      impl->MarkStopped("cancelled");
-      impl->coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
-      step->signal.emit(type);
-    });
-  }
-  asio::co_spawn(executor, RunCoroutine(impl, std::move(args)),
-                 asio::bind_cancellation_slot(
-                     step->signal.slot(),
-                     [impl, step, done = std::move(done)](
-                         std::exception_ptr e, RunResult result) mutable {
-                       step->finished = true;
-                       {
-                         std::lock_guard lock(impl->mu);
-                         impl->steps.erase(step);
-                       }
-                       if (e) result = FromException(e, "Run");
-                       done(std::move(result));
-                     }));
+  Impl::SpawnStep(impl_, RunCoroutine(impl_, std::move(args)), slot,
+                  std::move(executor), std::move(done), "Run");
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
@@ -600,9 +614,7 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
 void MonitoredSession::StartStepFn(
     StepFn fn, asio::cancellation_slot slot, asio::any_io_executor executor,
     absl::AnyInvocable<void(absl::Status)> done) {
-  // RunStepFn shares Run's machinery: a step whose "run" is fn.
-  (void)slot;
-  std::shared_ptr<Impl> impl = impl_;
+  // A step whose body is fn: cancelled and stopped exactly like Run's.
   MonitoredSession* self = this;
   auto body = [](std::shared_ptr<Impl> impl, MonitoredSession* self,
                  StepFn fn) -> asio::awaitable<absl::Status> {
@@ -634,11 +646,8 @@ void MonitoredSession::StartStepFn(
       co_return s;
     }
   };
-  asio::co_spawn(
-      executor, body(impl, self, std::move(fn)),
-      [done = std::move(done)](std::exception_ptr e, absl::Status s) mutable {
-        done(e ? FromException(e, "RunStepFn") : s);
-      });
+  Impl::SpawnStep(impl_, body(impl_, self, std::move(fn)), slot,
+                  std::move(executor), std::move(done), "RunStepFn");
 }
 
 Session& MonitoredSession::StepContext::session() const {

@@ -624,6 +624,27 @@ CO_TEST(MonitoredSession, RunStepFnGivesRawSessionHooksAndStop) {
   EXPECT_TRUE(ms->ShouldStop());
 }
 
+CO_TEST(MonitoredSession, CancellingRunStepFnStopsItsWaitAndRequestsStop) {
+  CounterGraph graph;
+  auto ms = co_await CreateOrFail(graph.g, HookList(), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  testing::TokenChannel never(co_await asio::this_coro::executor, 1);
+  auto fn =
+      [&never](
+          MonitoredSession::StepContext&) -> asio::awaitable<absl::Status> {
+    co_await never.async_receive(asio::use_awaitable);
+    co_return absl::InternalError("never released");
+  };
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(5));
+  auto winner = co_await (ms->RunStepFn(fn, asio::use_awaitable) ||
+                          timer.async_wait(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "cancelled");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
 // ---- stress: many steps, cancellations at random points
 
 asio::awaitable<void> CancelAfterPosts(asio::cancellation_signal& signal,
