@@ -3,11 +3,12 @@
 //
 // The lifecycle, with every error path (H = the hooks, in the order given):
 //
+// clang-format off
 //   MonitoredSession::Create(graph, hooks):
-//     for h in H: h.Begin(graph)              // may add ops; an error ends
-//     Create graph.Finalize() create the session (init or restore)    //
-//     Aborted/Unavailable: retried for h in H: co_await
-//     h.AfterCreateSession(session, coord)   // one by one
+//     for h in H: h.Begin(graph)               // may add ops; an error ends Create
+//     graph.Finalize()
+//     create the session (init or restore)     // Aborted/Unavailable: retried
+//     for h in H: co_await h.AfterCreateSession(session, coord)  // one by one
 //
 //   MonitoredSession::Run(args):
 //     if ShouldStop(): return FailedPrecondition   // no hook is called
@@ -31,6 +32,7 @@
 //     if the session ended normally (or on OutOfRange, or a clean stop):
 //       for h in H: co_await h.End(session)    // one by one; may run ops
 //     after any other error, End is not called.
+// clang-format on
 //
 // Every method has a no-op default. Hooks are called from the session's
 // step coroutine, never concurrently for one hook; a hook shared between

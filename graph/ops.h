@@ -17,6 +17,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "graph/graph.h"
 #include "graph/tensor.h"
 
@@ -128,6 +129,9 @@ Output TruncatedNormal(Graph& g, TensorShape shape, DType dtype = DType::kFloat,
 // The int64 scalar variable "global_step" (created, initialised to 0, on first
 // call; throws StatusError if it must be created in a finalized graph).
 Output GetOrCreateGlobalStep(Graph& g);
+// The existing "global_step" variable: NotFound when the graph has none,
+// InvalidArgument when "global_step" is not an int64 Variable.
+absl::StatusOr<Output> GetGlobalStep(Graph& g);
 // Groups the initializers of every variable in the graph.
 Operation GlobalVariablesInitializer(Graph& g);
 

@@ -10,6 +10,9 @@ packages=(
   libabsl-dev                       # Status, containers, synchronisation
   libgtest-dev libgmock-dev         # tests
   libbenchmark-dev                  # cosession_bench
+  nlohmann-json3-dev                # safetensors headers, Chrome traces
+  zlib1g-dev                        # gzip-compressed CSV input
+  clang-19 libclang-rt-19-dev       # libFuzzer targets (fuzz/)
 )
 
 missing=()

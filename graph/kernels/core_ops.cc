@@ -297,6 +297,21 @@ Output GetOrCreateGlobalStep(Graph& g) {
   return ops::Variable(g, Tensor::Scalar<int64_t>(0), "global_step");
 }
 
+absl::StatusOr<Output> GetGlobalStep(Graph& g) {
+  Node* existing = g.FindNode("global_step");
+  if (existing == nullptr) {
+    return absl::NotFoundError(
+        "the graph has no 'global_step' (call GetOrCreateGlobalStep when "
+        "building it)");
+  }
+  if (existing->type() != "Variable" ||
+      existing->output_dtype(0) != DType::kInt64) {
+    return absl::InvalidArgumentError(
+        "'global_step' exists but is not an int64 Variable");
+  }
+  return Output(existing, 0);
+}
+
 Operation GlobalVariablesInitializer(Graph& g) {
   std::vector<Operation> inits;
   for (Node* init : g.GetCollection(kVariableInitializersCollection)) {
