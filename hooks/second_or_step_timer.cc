@@ -27,9 +27,8 @@ absl::StatusOr<SecondOrStepTimer> SecondOrStepTimer::Create(
                      absl::FormatDuration(*every_secs)));
   }
   if (every_steps && *every_steps <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SecondOrStepTimer: every_steps must be positive, got ",
-                     *every_steps));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SecondOrStepTimer: every_steps must be positive, got ", *every_steps));
   }
   return SecondOrStepTimer(every_secs, every_steps, clock);
 }
