@@ -6,6 +6,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -14,6 +15,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "async/detail/cancellation.h"
 #include "graph/ops.h"
 #include "graph/status.h"
@@ -136,22 +139,33 @@ void SessionRunHook::OnError(const absl::Status&) {}
 // ---------------------------------------------------------------- creators
 
 void Scaffold::Finalize(Graph& graph) {
-  if (init_op.valid()) return;
-  // One default init op per graph, found again by later sessions once the
-  // graph is finalized.
+  // One default op of each kind per graph, found again by later sessions
+  // once the graph is finalized.
   constexpr absl::string_view kInitOpCollection = "scaffold_init_op";
-  if (auto existing = graph.GetCollection(kInitOpCollection);
-      !existing.empty()) {
-    init_op = Operation(existing.front());
-  } else if (!graph.finalized()) {
-    init_op = GlobalVariablesInitializer(graph);
-    graph.AddToCollection(kInitOpCollection, init_op.node());
+  constexpr absl::string_view kReadyOpCollection = "scaffold_ready_op";
+  if (!init_op.valid()) {
+    if (auto existing = graph.GetCollection(kInitOpCollection);
+        !existing.empty()) {
+      init_op = Operation(existing.front());
+    } else if (!graph.finalized()) {
+      init_op = GlobalVariablesInitializer(graph);
+      graph.AddToCollection(kInitOpCollection, init_op.node());
+    }
+  }
+  if (!ready_op.valid()) {
+    if (auto existing = graph.GetCollection(kReadyOpCollection);
+        !existing.empty()) {
+      ready_op = Output(existing.front(), 0);
+    } else if (!graph.finalized()) {
+      ready_op = ReportUninitializedVariables(graph);
+      graph.AddToCollection(kReadyOpCollection, ready_op.node());
+    }
   }
 }
 
 asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
 ChiefSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
-  auto session = std::make_unique<Session>(graph, runtime);
+  auto session = std::make_unique<Session>(graph, runtime, shared_resources_);
   bool restored = false;
   if (scaffold_.restore) {
     absl::StatusOr<bool> r = co_await scaffold_.restore(*session);
@@ -162,6 +176,43 @@ ChiefSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
        {restored ? Operation() : scaffold_.init_op, scaffold_.local_init_op}) {
     if (!op.valid()) continue;
     RunArgs args{.targets = {op}};
+    auto ran = co_await session->Run(std::move(args), asio::use_awaitable);
+    if (!ran.ok()) co_return ran.status();
+  }
+  co_return session;
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
+WorkerSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
+  if (!shared_resources_) {
+    co_return absl::InvalidArgumentError(
+        "WorkerSessionCreator needs the chief's shared ResourceManager (a "
+        "worker with variables of its own would wait forever)");
+  }
+  auto session = std::make_unique<Session>(graph, runtime, shared_resources_);
+  if (scaffold_.ready_op.valid()) {
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    const auto deadline = std::chrono::steady_clock::now() + options_.max_wait;
+    while (true) {
+      RunArgs args{.fetches = {scaffold_.ready_op}};
+      auto report = co_await session->Run(std::move(args), asio::use_awaitable);
+      if (!report.ok()) co_return report.status();
+      std::vector<std::string> uninitialized =
+          UninitializedVariableNames(graph, report->front());
+      if (uninitialized.empty()) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) {
+        co_return absl::DeadlineExceededError(absl::StrCat(
+            "WorkerSessionCreator: the chief did not initialise ",
+            absl::StrJoin(uninitialized, ", "), " within ",
+            absl::FormatDuration(absl::FromChrono(options_.max_wait))));
+      }
+      timer.expires_at(std::min(now + options_.poll_interval, deadline));
+      co_await timer.async_wait(asio::use_awaitable);
+    }
+  }
+  if (scaffold_.local_init_op.valid()) {
+    RunArgs args{.targets = {scaffold_.local_init_op}};
     auto ran = co_await session->Run(std::move(args), asio::use_awaitable);
     if (!ran.ok()) co_return ran.status();
   }
@@ -188,6 +239,7 @@ struct StepState {
 struct MonitoredSession::Impl {
   Graph* graph = nullptr;
   Hooks hooks;
+  Hooks unskippable_hooks;  // hooks minus options.skippable_hooks
   std::shared_ptr<SessionCreator> creator;
   MonitoredSessionOptions options;
   Runtime* runtime = nullptr;
@@ -359,15 +411,16 @@ struct MonitoredSession::Impl {
     co_return state.cancelled() != asio::cancellation_type::none;
   }
 
-  bool RunHooksTogether() const {
+  bool RunHooksTogether(const Hooks& active) const {
     if (options.hook_concurrency != HookConcurrency::kConcurrent) return false;
     int may_suspend = 0;
-    for (const auto& hook : hooks) may_suspend += hook->MaySuspend() ? 1 : 0;
+    for (const auto& hook : active) may_suspend += hook->MaySuspend() ? 1 : 0;
     return may_suspend >= 2;
   }
 
-  asio::awaitable<absl::Status> BeforeRunTogether(
-      SessionRunContext& context, std::vector<RunArgs>& hook_args) {
+  static asio::awaitable<absl::Status> BeforeRunTogether(
+      const Hooks& hooks, SessionRunContext& context,
+      std::vector<RunArgs>& hook_args) {
     co_return co_await AwaitTogether(
         hooks.size(),
         [&](size_t h) {
@@ -376,20 +429,26 @@ struct MonitoredSession::Impl {
         "BeforeRun");
   }
 
-  asio::awaitable<absl::Status> AfterRunTogether(
-      SessionRunContext& context, const std::vector<SessionRunValues>& values) {
+  static asio::awaitable<absl::Status> AfterRunTogether(
+      const Hooks& hooks, SessionRunContext& context,
+      const std::vector<SessionRunValues>& values) {
     co_return co_await AwaitTogether(
         hooks.size(),
         [&](size_t h) { return hooks[h]->AfterRun(context, values[h]); },
         "AfterRun");
   }
 
-  asio::awaitable<RunResult> RunWithHooks(RunArgs args) {
+  const Hooks& ActiveHooks(RunMode mode) const {
+    return mode == RunMode::kWithoutSkippableHooks ? unskippable_hooks : hooks;
+  }
+
+  asio::awaitable<RunResult> RunWithHooks(RunArgs args, RunMode mode) {
+    const Hooks& hooks = ActiveHooks(mode);
     SessionRunContext context(args, *session);
     std::vector<RunArgs> hook_args(hooks.size());
-    const bool together = RunHooksTogether();
+    const bool together = RunHooksTogether(hooks);
     if (together) {
-      absl::Status s = co_await BeforeRunTogether(context, hook_args);
+      absl::Status s = co_await BeforeRunTogether(hooks, context, hook_args);
       if (!s.ok()) co_return s;
     }
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
@@ -426,7 +485,7 @@ struct MonitoredSession::Impl {
       values[h].run_metadata = outputs->metadata;
     }
     if (together) {
-      absl::Status s = co_await AfterRunTogether(context, values);
+      absl::Status s = co_await AfterRunTogether(hooks, context, values);
       if (!s.ok()) co_return s;
     }
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
@@ -526,6 +585,22 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
   impl->creator =
       creator ? std::move(creator) : std::make_shared<ChiefSessionCreator>();
   impl->options = std::move(options);
+  for (size_t i = 0; i < impl->options.skippable_hooks.size(); ++i) {
+    const auto& skippable = impl->options.skippable_hooks[i];
+    if (std::find(impl->hooks.begin(), impl->hooks.end(), skippable) ==
+        impl->hooks.end()) {
+      co_return absl::InvalidArgumentError(
+          absl::StrCat("MonitoredSessionOptions::skippable_hooks[", i,
+                       "] is not one of the session's hooks"));
+    }
+  }
+  for (const auto& hook : impl->hooks) {
+    if (std::find(impl->options.skippable_hooks.begin(),
+                  impl->options.skippable_hooks.end(),
+                  hook) == impl->options.skippable_hooks.end()) {
+      impl->unskippable_hooks.push_back(hook);
+    }
+  }
   impl->runtime =
       impl->options.runtime ? impl->options.runtime : &Runtime::Default();
   for (const auto& hook : impl->hooks) {
@@ -562,15 +637,16 @@ Coordinator& MonitoredSession::coordinator() { return impl_->coord(); }
 Session& MonitoredSession::raw_session() { return *impl_->session; }
 int MonitoredSession::recoveries() const { return impl_->recoveries; }
 
-void MonitoredSession::StartRun(RunArgs args, asio::cancellation_slot slot,
+void MonitoredSession::StartRun(RunArgs args, RunMode mode,
+                                asio::cancellation_slot slot,
                                 asio::any_io_executor executor,
                                 absl::AnyInvocable<void(RunResult)> done) {
-  Impl::SpawnStep(impl_, RunCoroutine(impl_, std::move(args)), slot,
+  Impl::SpawnStep(impl_, RunCoroutine(impl_, std::move(args), mode), slot,
                   std::move(executor), std::move(done), "Run");
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
-    std::shared_ptr<Impl> impl, RunArgs args) {
+    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode) {
   // Errors are statuses here: a cancelled wait must not skip the
   // bookkeeping below (ASYNC_NOTES pitfall 2).
   co_await asio::this_coro::throw_if_cancelled(false);
@@ -587,7 +663,8 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
       absl::Status s = co_await impl->CreateSessionWithRetries(impl, true);
       if (!s.ok()) co_return s;
     }
-    MonitoredSession::RunResult result = co_await impl->RunWithHooks(args);
+    MonitoredSession::RunResult result =
+        co_await impl->RunWithHooks(args, mode);
     if (result.ok()) {
       impl->last_run_failed = false;
       co_return result;
@@ -656,14 +733,21 @@ Session& MonitoredSession::StepContext::session() const {
 
 asio::awaitable<MonitoredSession::RunResult>
 MonitoredSession::StepContext::RunWithHooks(RunArgs args) {
-  RunResult r = co_await owner_.impl_->RunWithHooks(std::move(args));
+  co_return co_await RunWithHooks(std::move(args), RunMode::kAllHooks);
+}
+
+asio::awaitable<MonitoredSession::RunResult>
+MonitoredSession::StepContext::RunWithHooks(RunArgs args, RunMode mode) {
+  RunResult r = co_await owner_.impl_->RunWithHooks(std::move(args), mode);
   if (!r.ok() && IsRecoverable(r.status())) owner_.impl_->needs_recreate = true;
   co_return r;
 }
 
-void MonitoredSession::StartClose(asio::any_io_executor executor,
+void MonitoredSession::StartClose(asio::cancellation_slot slot,
+                                  asio::any_io_executor executor,
                                   absl::AnyInvocable<void(absl::Status)> done) {
   auto body = [](std::shared_ptr<Impl> impl) -> asio::awaitable<absl::Status> {
+    // Errors are statuses: a cancelled End must not skip the rest.
     co_await asio::this_coro::throw_if_cancelled(false);
     if (impl->closed) {
       co_return absl::FailedPreconditionError(
@@ -680,18 +764,37 @@ void MonitoredSession::StartClose(asio::any_io_executor executor,
         } catch (...) {
           s = FromException(std::current_exception(), "End");
         }
+        if (co_await Impl::Cancelled()) {
+          co_return absl::CancelledError(
+              "Close was cancelled while the hooks' End ran");
+        }
         if (!s.ok() && end_status.ok()) end_status = s;
       }
     }
     absl::Status joined = co_await impl->coord().Join(
         impl->options.stop_grace_period, asio::use_awaitable);
+    if (co_await Impl::Cancelled()) {
+      co_return absl::CancelledError(
+          "Close was cancelled while joining the coordinator");
+    }
     co_return joined.ok() ? end_status : joined;
   };
-  asio::co_spawn(
-      executor, body(impl_),
-      [done = std::move(done)](std::exception_ptr e, absl::Status s) mutable {
-        done(e ? FromException(e, "Close") : s);
-      });
+  // Close's own cancellation signal, emitted on its executor; unlike a
+  // step, Close is not cancelled by the stop it requests itself.
+  auto close = std::make_shared<StepState>(executor);
+  if (slot.is_connected()) {
+    slot.assign([close](asio::cancellation_type type) {
+      if (!close->finished) close->signal.emit(type);
+    });
+  }
+  asio::co_spawn(executor, body(impl_),
+                 asio::bind_cancellation_slot(
+                     close->signal.slot(),
+                     [close, done = std::move(done)](std::exception_ptr e,
+                                                     absl::Status s) mutable {
+                       close->finished = true;
+                       done(e ? FromException(e, "Close") : s);
+                     }));
 }
 
 }  // namespace cosession

@@ -55,9 +55,13 @@ namespace cosession {
 
 // The ops a session creator uses to bring a new session to life. Unset ops
 // get TensorFlow's defaults when the graph is finalized: init_op = every
-// global variable's initializer.
+// global variable's initializer, ready_op = ReportUninitializedVariables
+// (graph/ops.h) over every variable.
 struct Scaffold {
   Operation init_op;
+  // A bool vector, true for each variable not initialised yet; the session
+  // is ready when none is true. WorkerSessionCreator waits for it.
+  Output ready_op;
   Operation local_init_op;
   // Restores a session from the latest checkpoint; true if it restored
   // something. Filled in by the checkpoint hooks; unset = never restores.
@@ -80,11 +84,17 @@ class SessionCreator {
 };
 
 // The chief: restores from the scaffold's restore function when it restores
-// something, otherwise runs the init op; then the local init op.
+// something, otherwise runs the init op; then the local init op. Sessions
+// are built over `shared_resources` when given, so that workers built over
+// the same ResourceManager see the chief's variables (as sessions of one
+// TensorFlow server do); null = each session has variables of its own.
 class ChiefSessionCreator : public SessionCreator {
  public:
-  explicit ChiefSessionCreator(Scaffold scaffold = {})
-      : scaffold_(std::move(scaffold)) {}
+  explicit ChiefSessionCreator(
+      Scaffold scaffold = {},
+      std::shared_ptr<ResourceManager> shared_resources = nullptr)
+      : scaffold_(std::move(scaffold)),
+        shared_resources_(std::move(shared_resources)) {}
   void Prepare(Graph& graph) override { scaffold_.Finalize(graph); }
   boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
   CreateSession(const Graph& graph, Runtime& runtime) override;
@@ -92,6 +102,40 @@ class ChiefSessionCreator : public SessionCreator {
 
  private:
   Scaffold scaffold_;
+  std::shared_ptr<ResourceManager> shared_resources_;
+};
+
+struct WorkerSessionOptions {
+  // How often the ready op is polled while the chief has not initialised
+  // the variables yet (TensorFlow: recovery_wait_secs, 30 s).
+  std::chrono::nanoseconds poll_interval = std::chrono::seconds(30);
+  // How long to wait in all; DeadlineExceeded naming the variables still
+  // uninitialised afterwards (TensorFlow: max_wait_secs, 2 h).
+  std::chrono::nanoseconds max_wait = std::chrono::hours(2);
+};
+
+// A worker: never initialises; waits, asynchronously (a timer on the
+// creating coroutine's executor, no thread blocked), until the scaffold's
+// ready op reports every variable initialised by the chief, then runs the
+// local init op. Its sessions are built over `shared_resources` -- the
+// chief's. The wait is cancelled with the Create (or the recovering Run)
+// that awaits it.
+class WorkerSessionCreator : public SessionCreator {
+ public:
+  WorkerSessionCreator(Scaffold scaffold,
+                       std::shared_ptr<ResourceManager> shared_resources,
+                       WorkerSessionOptions options = {})
+      : scaffold_(std::move(scaffold)),
+        shared_resources_(std::move(shared_resources)),
+        options_(options) {}
+  void Prepare(Graph& graph) override { scaffold_.Finalize(graph); }
+  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
+  CreateSession(const Graph& graph, Runtime& runtime) override;
+
+ private:
+  Scaffold scaffold_;
+  std::shared_ptr<ResourceManager> shared_resources_;
+  WorkerSessionOptions options_;
 };
 
 enum class HookConcurrency {
@@ -101,8 +145,21 @@ enum class HookConcurrency {
   kSequential,
 };
 
+// Which hooks a Run calls. TensorFlow users asked for a run without hooks
+// (e.g. an evaluation step inside a training loop): hooks registered as
+// skippable (MonitoredSessionOptions::skippable_hooks) sit such a Run out --
+// none of their methods is called for it; the others run as usual.
+enum class RunMode {
+  kAllHooks,
+  kWithoutSkippableHooks,
+};
+
 struct MonitoredSessionOptions {
   HookConcurrency hook_concurrency = HookConcurrency::kConcurrent;
+  // Hooks (each one of the session's hooks) that a Run in
+  // RunMode::kWithoutSkippableHooks skips. Create fails with InvalidArgument
+  // when one is not among the session's hooks.
+  std::vector<std::shared_ptr<SessionRunHook>> skippable_hooks;
   // Recovery attempts per Run (and per creation); unset = unbounded, as
   // TensorFlow. 0 = no recovery (SingularMonitoredSession).
   std::optional<int> max_recovery_attempts;
@@ -130,6 +187,7 @@ class MonitoredSession {
     // A step with the hooks, as Run (without recovery: RunStepFn retries the
     // whole function).
     boost::asio::awaitable<RunResult> RunWithHooks(RunArgs args);
+    boost::asio::awaitable<RunResult> RunWithHooks(RunArgs args, RunMode mode);
     // ShouldStop() becomes true once the function returns.
     void RequestStop() { stop_requested_ = true; }
 
@@ -165,16 +223,22 @@ class MonitoredSession {
   // One step with the hooks. Completion signature: void(RunResult).
   template <typename CompletionToken>
   auto Run(RunArgs args, CompletionToken&& token) {
+    return Run(std::move(args), RunMode::kAllHooks,
+               std::forward<CompletionToken>(token));
+  }
+  // One step with the hooks `mode` selects.
+  template <typename CompletionToken>
+  auto Run(RunArgs args, RunMode mode, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
-        [this](auto handler, RunArgs args) {
+        [this](auto handler, RunArgs args, RunMode mode) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartRun(std::move(args), slot, executor,
+          StartRun(std::move(args), mode, slot, executor,
                    detail::PostToHandler<RunResult>(
                        std::move(handler), [](RunResult r) { return r; }));
         },
-        token, std::move(args));
+        token, std::move(args), mode);
   }
 
   // Runs fn once per call with recovery: fn is retried on Aborted/
@@ -197,14 +261,18 @@ class MonitoredSession {
   // Ends the session: requests stop, calls every hook's End (unless the
   // last Run failed with a non-recoverable error), joins the coordinator.
   // Completes with the join result; a second Close is FailedPrecondition.
-  // Completion signature: void(absl::Status).
+  // Cancelling it (per-operation cancellation, any type) cancels the waits
+  // of the End in progress and of the join: Close then completes promptly
+  // with Cancelled, the later hooks' End is not called, and the session
+  // counts as closed. Completion signature: void(absl::Status).
   template <typename CompletionToken>
   auto Close(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
         [this](auto handler) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartClose(executor,
+          StartClose(slot, executor,
                      detail::PostToHandler<absl::Status>(
                          std::move(handler), [](absl::Status s) { return s; }));
         },
@@ -234,14 +302,15 @@ class MonitoredSession {
       Graph* graph, Hooks hooks, std::shared_ptr<SessionCreator> creator,
       MonitoredSessionOptions options);
   static boost::asio::awaitable<RunResult> RunCoroutine(
-      std::shared_ptr<Impl> impl, RunArgs args);
-  void StartRun(RunArgs args, boost::asio::cancellation_slot slot,
+      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode);
+  void StartRun(RunArgs args, RunMode mode, boost::asio::cancellation_slot slot,
                 boost::asio::any_io_executor executor,
                 absl::AnyInvocable<void(RunResult)> done);
   void StartStepFn(StepFn fn, boost::asio::cancellation_slot slot,
                    boost::asio::any_io_executor executor,
                    absl::AnyInvocable<void(absl::Status)> done);
-  void StartClose(boost::asio::any_io_executor executor,
+  void StartClose(boost::asio::cancellation_slot slot,
+                  boost::asio::any_io_executor executor,
                   absl::AnyInvocable<void(absl::Status)> done);
 
   std::shared_ptr<Impl> impl_;

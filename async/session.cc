@@ -13,7 +13,12 @@ namespace detail {
 
 // What a Session owns; runs in flight share it.
 struct SessionState {
-  SessionState(const Graph& g, Runtime& r) : graph(g), runtime(r) {}
+  SessionState(const Graph& g, Runtime& r,
+               std::shared_ptr<ResourceManager> shared)
+      : graph(g),
+        runtime(r),
+        resources(shared ? std::move(shared)
+                         : std::make_shared<ResourceManager>()) {}
 
   // Plans cached by the run's signature: feeds, fetches and targets as
   // (node id, output index) codes with separators.
@@ -21,7 +26,7 @@ struct SessionState {
 
   const Graph& graph;
   Runtime& runtime;
-  ResourceManager resources;
+  std::shared_ptr<ResourceManager> resources;
   std::mutex mu;  // not absl::Mutex: see graph/resource_manager.h
   absl::flat_hash_map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans
       ABSL_GUARDED_BY(mu);
@@ -97,13 +102,21 @@ absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
 }
 
 Session::Session(const Graph& graph, Runtime& runtime)
-    : state_(std::make_shared<detail::SessionState>(graph, runtime)) {}
+    : Session(graph, runtime, nullptr) {}
+
+Session::Session(const Graph& graph, Runtime& runtime,
+                 std::shared_ptr<ResourceManager> shared_resources)
+    : state_(std::make_shared<detail::SessionState>(
+          graph, runtime, std::move(shared_resources))) {}
 
 Session::~Session() = default;
 
 const Graph& Session::graph() const { return state_->graph; }
 Runtime& Session::runtime() const { return state_->runtime; }
-ResourceManager& Session::resources() const { return state_->resources; }
+ResourceManager& Session::resources() const { return *state_->resources; }
+const std::shared_ptr<ResourceManager>& Session::shared_resources() const {
+  return state_->resources;
+}
 
 void Session::StartRun(std::shared_ptr<detail::SessionState> state,
                        RunArgs args, boost::asio::cancellation_slot slot,
@@ -133,7 +146,7 @@ void Session::StartRun(std::shared_ptr<detail::SessionState> state,
     done(std::move(s));
     return;
   }
-  std::shared_ptr<ResourceManager> resources(state, &state->resources);
+  std::shared_ptr<ResourceManager> resources = state->resources;
   Runtime& runtime = state->runtime;
   Execute(*std::move(plan), std::move(feed_values), std::move(resources),
           runtime, args.options, slot, std::move(done));

@@ -63,6 +63,11 @@ class Session {
   using RunWithMetadataResult = absl::StatusOr<RunOutputs>;
 
   explicit Session(const Graph& graph, Runtime& runtime = Runtime::Default());
+  // A session over variables shared with other sessions (as sessions of one
+  // TensorFlow server share them): every session built over the same
+  // ResourceManager sees the others' assignments. Null = a fresh one.
+  Session(const Graph& graph, Runtime& runtime,
+          std::shared_ptr<ResourceManager> shared_resources);
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
   ~Session();
@@ -112,6 +117,7 @@ class Session {
   Runtime& runtime() const;
   // The session's variable values and random generators.
   ResourceManager& resources() const;
+  const std::shared_ptr<ResourceManager>& shared_resources() const;
 
  private:
   static void StartRun(std::shared_ptr<detail::SessionState> state,

@@ -132,6 +132,14 @@ Output GetOrCreateGlobalStep(Graph& g);
 // The existing "global_step" variable: NotFound when the graph has none,
 // InvalidArgument when "global_step" is not an int64 Variable.
 absl::StatusOr<Output> GetGlobalStep(Graph& g);
+// A bool vector, one entry per variable of the "variables" collection that
+// exists when this is built (in collection order): true = not initialised
+// yet. TensorFlow's report_uninitialized_variables (which returns names);
+// a session is "ready" when no entry is true. UninitializedVariableNames
+// turns a report into names.
+Output ReportUninitializedVariables(Graph& g, std::string name = "");
+std::vector<std::string> UninitializedVariableNames(const Graph& g,
+                                                    const Tensor& report);
 // Groups the initializers of every variable in the graph.
 Operation GlobalVariablesInitializer(Graph& g);
 

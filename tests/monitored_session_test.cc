@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -50,6 +51,8 @@ class RecordingHook : public SessionRunHook {
   bool request_stop_in_before_run = false;
   // When set, BeforeRun waits for a token on it.
   testing::TokenChannel* wait_in_before_run = nullptr;
+  // When set, End waits for a token on it.
+  testing::TokenChannel* wait_in_end = nullptr;
   // BeforeRun and AfterRun each yield to the executor this many times.
   int yields = 0;
   std::function<void(Graph&)> on_begin;
@@ -92,6 +95,9 @@ class RecordingHook : public SessionRunHook {
   }
   asio::awaitable<absl::Status> End(Session&) override {
     Record("End");
+    if (wait_in_end != nullptr) {
+      co_await wait_in_end->async_receive(asio::use_awaitable);
+    }
     co_return absl::OkStatus();
   }
   void OnError(const absl::Status& error) override {
@@ -703,6 +709,223 @@ CO_TEST(MonitoredSession, ThousandStepsWithRandomCancellationsNeverHang) {
   EXPECT_GT(cancelled, 0);
   EXPECT_GT(completed, 0);
   EXPECT_GT(sessions, 1);
+}
+
+// ---- skippable hooks (run without hooks)
+
+CO_TEST(MonitoredSession, ARunWithoutSkippableHooksCallsOnlyTheOthers) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto kept = Hook("kept", log);
+  auto skipped = Hook("skipped", log);
+  MonitoredSessionOptions options = TestOptions();
+  options.skippable_hooks = {skipped};
+  auto ms = co_await CreateOrFail(graph.g, HookList(kept, skipped), options);
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  auto values = co_await ms->Run(
+      graph.Double(3), RunMode::kWithoutSkippableHooks, asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->front().scalar<float>(), 6.0f);
+  EXPECT_EQ(*log, (Log{"kept.BeforeRun", "kept.AfterRun"}));
+  log->clear();
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  EXPECT_EQ(*log, (Log{"kept.BeforeRun", "skipped.BeforeRun", "kept.AfterRun",
+                       "skipped.AfterRun"}));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSession, ASkippableHookThatIsNotASessionHookFailsCreate) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  MonitoredSessionOptions options = TestOptions();
+  options.skippable_hooks = {Hook("stranger", log)};
+  auto hooks = HookList(Hook("member", log));
+  auto created = co_await MonitoredSession::Create(
+      graph.g, hooks, std::make_shared<ChiefSessionCreator>(), options,
+      asio::use_awaitable);
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(created.status().message().find("skippable_hooks[0]"),
+            std::string::npos);
+}
+
+// ---- Close cancellation
+
+CO_TEST(MonitoredSession, CancellingCloseStopsAWaitingEndAndClosesTheSession) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto stuck = Hook("stuck", log);
+  auto later = Hook("later", log);
+  testing::TokenChannel never(co_await asio::this_coro::executor, 1);
+  stuck->wait_in_end = &never;
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(stuck, later), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  auto winner = co_await (ms->Close(asio::use_awaitable) ||
+                          timer.async_wait(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(100));
+  EXPECT_EQ(*log, (Log{"stuck.End"}));  // the later End is not called
+  absl::Status again = co_await ms->Close(asio::use_awaitable);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+}
+
+CO_TEST(MonitoredSession, CloseCancelledThroughItsSlotCompletesWithCancelled) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto stuck = Hook("stuck", log);
+  testing::TokenChannel never(co_await asio::this_coro::executor, 1);
+  stuck->wait_in_end = &never;
+  auto ms = co_await CreateOrFail(graph.g, HookList(stuck), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  asio::cancellation_signal cancel;
+  testing::TokenChannel closed(co_await asio::this_coro::executor, 1);
+  absl::Status result;
+  ms->Close(asio::bind_cancellation_slot(cancel.slot(), [&](absl::Status s) {
+    result = s;
+    closed.try_send(boost::system::error_code());
+  }));
+  // Let Close reach the waiting End, then cancel it.
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  cancel.emit(asio::cancellation_type::terminal);
+  co_await closed.async_receive(asio::use_awaitable);
+  EXPECT_EQ(result.code(), absl::StatusCode::kCancelled);
+}
+
+// ---- WorkerSessionCreator
+
+// The chief and its worker share variables, as sessions of one server do.
+struct ChiefAndWorker {
+  std::shared_ptr<ResourceManager> resources =
+      std::make_shared<ResourceManager>();
+};
+
+CO_TEST(WorkerSessionCreator, WaitsUntilTheChiefInitialisedTheVariables) {
+  TestEvents events;
+  CounterGraph graph;
+  ChiefAndWorker cluster;
+  // The ready op reports through TestWait, so the test sees each poll and
+  // decides when it completes.
+  Scaffold worker_scaffold;
+  worker_scaffold.ready_op = ops::WithControlDependencies(
+      graph.g, {Operation(testing::TestWait(graph.g, "poll").node())},
+      ReportUninitializedVariables(graph.g));
+  WorkerSessionOptions worker_options;
+  worker_options.poll_interval = std::chrono::milliseconds(1);
+  worker_options.max_wait = std::chrono::seconds(15);
+  auto worker_creator = std::make_shared<WorkerSessionCreator>(
+      worker_scaffold, cluster.resources, worker_options);
+  auto chief_creator =
+      std::make_shared<ChiefSessionCreator>(Scaffold{}, cluster.resources);
+  chief_creator->Prepare(graph.g);
+  graph.g.Finalize();
+
+  auto executor = co_await asio::this_coro::executor;
+  testing::TokenChannel worker_done(executor, 1);
+  absl::StatusOr<std::unique_ptr<Session>> worker = nullptr;
+  auto create_worker = [&]() -> asio::awaitable<void> {
+    worker = co_await worker_creator->CreateSession(graph.g, TestRuntime());
+    worker_done.try_send(boost::system::error_code());
+  };
+  asio::co_spawn(executor, create_worker(), asio::detached);
+
+  // First poll: nothing initialised yet; the worker polls again.
+  co_await events.started.async_receive(asio::use_awaitable);
+  co_await events.trigger.async_send(boost::system::error_code(),
+                                     asio::use_awaitable);
+  co_await events.started.async_receive(asio::use_awaitable);
+  EXPECT_FALSE(worker_done.ready());
+  // The chief initialises. The pending poll's report may have been taken
+  // before that (it does not wait for TestWait), so allow it and one more
+  // poll, which certainly finds the session ready.
+  auto chief = co_await chief_creator->CreateSession(graph.g, TestRuntime());
+  CO_ASSERT_OK(chief.status());
+  for (int poll = 0; poll < 2; ++poll) {
+    co_await events.trigger.async_send(boost::system::error_code(),
+                                       asio::use_awaitable);
+  }
+  co_await worker_done.async_receive(asio::use_awaitable);
+  CO_ASSERT_OK(worker.status());
+  // Both sessions see one variable.
+  RunArgs increment = graph.Increment();
+  CO_ASSERT_OK(
+      (co_await (*chief)->Run(increment, asio::use_awaitable)).status());
+  RunArgs read{.fetches = {graph.counter}};
+  auto seen = co_await (*worker)->Run(read, asio::use_awaitable);
+  CO_ASSERT_OK(seen.status());
+  EXPECT_EQ(seen->front().scalar<int64_t>(), 1);
+}
+
+CO_TEST(WorkerSessionCreator,
+        GivesUpAfterMaxWaitNamingTheUninitialisedVariable) {
+  CounterGraph graph;
+  ChiefAndWorker cluster;
+  WorkerSessionOptions worker_options;
+  worker_options.max_wait = std::chrono::nanoseconds(0);
+  WorkerSessionCreator worker(Scaffold{}, cluster.resources, worker_options);
+  worker.Prepare(graph.g);
+  graph.g.Finalize();
+  auto created = co_await worker.CreateSession(graph.g, TestRuntime());
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_NE(created.status().message().find("counter"), std::string::npos);
+}
+
+CO_TEST(WorkerSessionCreator, WithoutSharedVariablesIsInvalid) {
+  CounterGraph graph;
+  WorkerSessionCreator worker(Scaffold{}, nullptr);
+  worker.Prepare(graph.g);
+  graph.g.Finalize();
+  auto created = co_await worker.CreateSession(graph.g, TestRuntime());
+  EXPECT_EQ(created.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+CO_TEST(WorkerSessionCreator, CancellingCreateEndsTheWaitPromptly) {
+  CounterGraph graph;
+  ChiefAndWorker cluster;
+  WorkerSessionOptions worker_options;
+  worker_options.poll_interval = std::chrono::hours(1);
+  auto worker = std::make_shared<WorkerSessionCreator>(
+      Scaffold{}, cluster.resources, worker_options);
+  MonitoredSessionOptions options = TestOptions();
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(5));
+  const auto start = std::chrono::steady_clock::now();
+  auto hooks = HookList();
+  auto winner =
+      co_await (MonitoredSession::Create(graph.g, hooks, worker, options,
+                                         asio::use_awaitable) ||
+                timer.async_wait(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(100));
+}
+
+TEST(ReportUninitializedVariables, FlagsEachVariableUntilItIsAssigned) {
+  Graph g;
+  Output a = ops::Variable(g, Tensor::Scalar<float>(1), "a");
+  Output b = ops::Variable(g, Tensor::Scalar<int64_t>(2), "b");
+  Output report = ReportUninitializedVariables(g);
+  EXPECT_EQ(report.shape().DebugString(), TensorShape({2}).DebugString());
+  g.Finalize();
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {report}};
+  auto before = session.RunBlocking(args);
+  ASSERT_TRUE(before.ok()) << before.status();
+  EXPECT_EQ(UninitializedVariableNames(g, before->front()),
+            (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(
+      session.RunBlocking({.targets = {ops::VariableInitializer(b)}}).ok());
+  auto after = session.RunBlocking(args);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(UninitializedVariableNames(g, after->front()),
+            (std::vector<std::string>{"a"}));
+  (void)a;
 }
 
 }  // namespace

@@ -36,6 +36,28 @@ absl::Status IdentityShape(InferenceContext& c) {
 
 absl::Status NoOutputs(InferenceContext& c) { return c.ExpectInputs(0, 0); }
 
+// ReportUninitializedVariables: attr "num_variables" = how many of the
+// "variables" collection it covers (those that existed when it was built).
+absl::Status ReportUninitializedShape(InferenceContext& c) {
+  COSESSION_RETURN_IF_ERROR(c.ExpectInputs(0, 0));
+  COSESSION_ASSIGN_OR_RETURN(int64_t n, c.attr<int64_t>("num_variables"));
+  c.AddOutput(DType::kBool, TensorShape({n}));
+  return absl::OkStatus();
+}
+
+absl::Status ReportUninitializedKernel(KernelContext& ctx) {
+  const Node& node = ctx.node();
+  auto variables = node.graph().GetCollection(kVariablesCollection);
+  const int64_t n = node.attr<int64_t>("num_variables");
+  Tensor report(DType::kBool, TensorShape({n}));
+  auto flags = report.mutable_flat<bool>();
+  for (int64_t i = 0; i < n; ++i) {
+    flags[i] = !ctx.resources().IsInitialized(*variables[i]);
+  }
+  ctx.set_output(0, std::move(report));
+  return absl::OkStatus();
+}
+
 // Assign*: input 0 is the new value (or the delta); attr "variable" is the id
 // of the Variable node, which the op updates without reading it as an input
 // (so initialising a variable never requires its value).
@@ -191,6 +213,11 @@ void RegisterCoreOps(OpRegistry& r) {
                    },
                    .cost = ZeroCost,
                    .stateful = true}));
+  must(r.Register({.name = "ReportUninitializedVariables",
+                   .shape_fn = ReportUninitializedShape,
+                   .kernel = ReportUninitializedKernel,
+                   .cost = ZeroCost,
+                   .stateful = true}));
   must(r.Register({.name = "Assign",
                    .shape_fn = AssignShape,
                    .kernel = AssignKernel,
@@ -310,6 +337,29 @@ absl::StatusOr<Output> GetGlobalStep(Graph& g) {
         "'global_step' exists but is not an int64 Variable");
   }
   return Output(existing, 0);
+}
+
+Output ReportUninitializedVariables(Graph& g, std::string name) {
+  NodeSpec spec{
+      "ReportUninitializedVariables",
+      name.empty() ? "report_uninitialized_variables" : std::move(name),
+      {},
+      {},
+      {}};
+  spec.attrs["num_variables"] =
+      static_cast<int64_t>(g.GetCollection(kVariablesCollection).size());
+  return Output(g.AddNode(std::move(spec)), 0);
+}
+
+std::vector<std::string> UninitializedVariableNames(const Graph& g,
+                                                    const Tensor& report) {
+  std::vector<std::string> names;
+  auto variables = g.GetCollection(kVariablesCollection);
+  auto flags = report.flat<bool>();
+  for (size_t i = 0; i < flags.size() && i < variables.size(); ++i) {
+    if (flags[i]) names.push_back(variables[i]->name());
+  }
+  return names;
 }
 
 Operation GlobalVariablesInitializer(Graph& g) {
