@@ -1,6 +1,10 @@
 #include "async/monitored_session.h"
 
+#include <cxxabi.h>
+
 #include <algorithm>
+#include <cstdlib>
+#include <typeinfo>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
@@ -52,13 +56,24 @@ absl::Status FromException(std::exception_ptr e, absl::string_view where) {
 // BeforeRun whose result lands in *out: spawned by AwaitTogether, so its
 // parameters are by value (ASYNC_NOTES pitfall 5); *context and *out live in
 // the step's frame, which waits for it.
+// Both note in *stop_requester, right as the hook's call returns (before
+// any other hook resumes), whether this hook is the first to ask for stop.
 asio::awaitable<absl::Status> BeforeRunInto(
     std::shared_ptr<SessionRunHook> hook, SessionRunContext* context,
-    RunArgs* out) {
+    RunArgs* out, int index, int* stop_requester) {
   absl::StatusOr<SessionRunArgs> r = co_await hook->BeforeRun(*context);
+  if (*stop_requester < 0 && context->stop_requested()) *stop_requester = index;
   if (!r.ok()) co_return r.status();
   *out = *std::move(r);
   co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> AfterRunNoting(
+    std::shared_ptr<SessionRunHook> hook, SessionRunContext* context,
+    const SessionRunValues* values, int index, int* stop_requester) {
+  absl::Status s = co_await hook->AfterRun(*context, *values);
+  if (*stop_requester < 0 && context->stop_requested()) *stop_requester = index;
+  co_return s;
 }
 
 // Starts make_call(i) for i in [0, n), in order, each as a coroutine of its
@@ -135,6 +150,14 @@ asio::awaitable<absl::Status> SessionRunHook::End(Session&) {
   co_return absl::OkStatus();
 }
 void SessionRunHook::OnError(const absl::Status&) {}
+std::string SessionRunHook::name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> demangled(
+      abi::__cxa_demangle(mangled, nullptr, nullptr, &status), std::free);
+  return status == 0 && demangled ? std::string(demangled.get())
+                                  : std::string(mangled);
+}
 
 // ---------------------------------------------------------------- creators
 
@@ -240,6 +263,8 @@ struct MonitoredSession::Impl {
   Graph* graph = nullptr;
   Hooks hooks;
   Hooks unskippable_hooks;  // hooks minus options.skippable_hooks
+  // Per RunMode: no hook it calls may suspend (RunInline applies).
+  bool inline_ok[2] = {false, false};
   std::shared_ptr<SessionCreator> creator;
   MonitoredSessionOptions options;
   Runtime* runtime = nullptr;
@@ -420,21 +445,26 @@ struct MonitoredSession::Impl {
 
   static asio::awaitable<absl::Status> BeforeRunTogether(
       const Hooks& hooks, SessionRunContext& context,
-      std::vector<RunArgs>& hook_args) {
+      std::vector<RunArgs>& hook_args, int& stop_requester) {
     co_return co_await AwaitTogether(
         hooks.size(),
         [&](size_t h) {
-          return BeforeRunInto(hooks[h], &context, &hook_args[h]);
+          return BeforeRunInto(hooks[h], &context, &hook_args[h],
+                               static_cast<int>(h), &stop_requester);
         },
         "BeforeRun");
   }
 
   static asio::awaitable<absl::Status> AfterRunTogether(
       const Hooks& hooks, SessionRunContext& context,
-      const std::vector<SessionRunValues>& values) {
+      const std::vector<const SessionRunValues*>& values,
+      int& stop_requester) {
     co_return co_await AwaitTogether(
         hooks.size(),
-        [&](size_t h) { return hooks[h]->AfterRun(context, values[h]); },
+        [&](size_t h) {
+          return AfterRunNoting(hooks[h], &context, values[h],
+                                static_cast<int>(h), &stop_requester);
+        },
         "AfterRun");
   }
 
@@ -442,13 +472,89 @@ struct MonitoredSession::Impl {
     return mode == RunMode::kWithoutSkippableHooks ? unskippable_hooks : hooks;
   }
 
-  asio::awaitable<RunResult> RunWithHooks(RunArgs args, RunMode mode) {
+  // True when a hook's BeforeRun asked for nothing: the step then runs the
+  // caller's arguments as they are (no merge).
+  static bool AsksForNothing(const RunArgs& a) {
+    return a.fetches.empty() && a.targets.empty() && a.feeds.empty() &&
+           a.fetch_names.empty() && a.target_names.empty() &&
+           a.feeds_by_name.empty() &&
+           a.options.trace_level == RunOptions::kNoTrace &&
+           !a.options.timeout.has_value();
+  }
+
+  // Runs the graph. In an inline step (see RunInline) the run is bound to
+  // the step's own signal, and the caller's cancellation reaches it through
+  // a bridge on the coroutine's slot that also requests stop; otherwise the
+  // run inherits the spawned step's cancellation.
+  asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
+      RunArgs args, const std::shared_ptr<StepState>& inline_step) {
+    if (!inline_step) {
+      co_return co_await session->RunWithMetadata(std::move(args),
+                                                  asio::use_awaitable);
+    }
+    auto state = co_await asio::this_coro::cancellation_state;
+    asio::cancellation_slot caller = state.slot();
+    if (caller.is_connected()) {
+      // A hook may have replaced the bridge with a wait of its own.
+      caller.assign([this, step = inline_step.get()](
+                        asio::cancellation_type type) {
+        if (step->finished) return;
+        MarkStopped("cancelled");
+        coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
+        step->signal.emit(type);
+      });
+    }
+    absl::StatusOr<RunOutputs> outputs = co_await session->RunWithMetadata(
+        std::move(args),
+        asio::bind_cancellation_slot(inline_step->signal.slot(),
+                                     asio::use_awaitable));
+    if (caller.is_connected()) caller.clear();
+    co_return outputs;
+  }
+
+  // Requests stop on behalf of hook `h`, which asked for it.
+  void StopForHook(const Hooks& active, int h) {
+    std::string reason =
+        absl::StrCat("hook '", active[h]->name(), "' requested stop");
+    MarkStopped(reason);
+    coord().RequestStop(absl::OkStatus(), std::move(reason)).IgnoreError();
+  }
+
+  // One step with the hooks `mode` selects, no recovery. `inline_step` is
+  // set when the step runs inside the caller's coroutine (RunInline).
+  // Exceptions (a hook's, or Asio's after a cancellation) become statuses.
+  // `args` lives in the awaiting caller's frame.
+  asio::awaitable<RunResult> RunWithHooks(
+      const RunArgs& args, RunMode mode,
+      std::shared_ptr<StepState> inline_step = nullptr) {
     const Hooks& hooks = ActiveHooks(mode);
+    if (hooks.empty()) {
+      // Nothing to merge or hand out: run the caller's arguments as they are.
+      if (co_await Cancelled()) {
+        co_return absl::CancelledError("Step cancelled before the graph ran");
+      }
+      absl::StatusOr<RunOutputs> outputs;
+      try {
+        outputs = co_await RunGraph(args, inline_step);
+      } catch (...) {
+        outputs = FromException(std::current_exception(), "the graph run");
+      }
+      if (!outputs.ok()) co_return std::move(outputs).status();
+      co_return std::move(outputs->values);
+    }
     SessionRunContext context(args, *session);
+    // The first hook that asked for stop: noted as each hook's call returns.
+    int stop_requester = -1;
+    auto note_stop = [&](size_t h) {
+      if (stop_requester < 0 && context.stop_requested()) {
+        stop_requester = static_cast<int>(h);
+      }
+    };
     std::vector<RunArgs> hook_args(hooks.size());
     const bool together = RunHooksTogether(hooks);
     if (together) {
-      absl::Status s = co_await BeforeRunTogether(hooks, context, hook_args);
+      absl::Status s =
+          co_await BeforeRunTogether(hooks, context, hook_args, stop_requester);
       if (!s.ok()) co_return s;
     }
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
@@ -460,54 +566,132 @@ struct MonitoredSession::Impl {
       }
       if (!r.ok()) co_return r.status();
       hook_args[h] = *std::move(r);
+      note_stop(h);
     }
-    if (hooks.empty()) {
-      // Nothing to merge or hand out: run the caller's arguments as they are.
-      if (co_await Cancelled()) {
-        co_return absl::CancelledError("Step cancelled before the graph ran");
-      }
-      co_return co_await session->Run(std::move(args), asio::use_awaitable);
+    const bool merge = !std::all_of(hook_args.begin(), hook_args.end(),
+                                    &Impl::AsksForNothing);
+    absl::StatusOr<Merged> merged;
+    if (merge) {
+      merged = Merge(args, hook_args);
+      if (!merged.ok()) co_return merged.status();
     }
-    absl::StatusOr<Merged> merged = Merge(args, hook_args);
-    if (!merged.ok()) co_return merged.status();
     if (co_await Cancelled()) {
       co_return absl::CancelledError("Step cancelled before the graph ran");
     }
-    auto outputs =
-        co_await session->RunWithMetadata(merged->args, asio::use_awaitable);
-    if (!outputs.ok()) co_return outputs.status();
-    std::vector<SessionRunValues> values(hooks.size());
-    for (size_t h = 0; h < hooks.size(); ++h) {
-      auto [begin, end] = merged->hook_ranges[h];
-      values[h].results.assign(outputs->values.begin() + begin,
-                               outputs->values.begin() + end);
-      values[h].options = merged->args.options;
-      values[h].run_metadata = outputs->metadata;
+    // Hooks that fetched nothing share one SessionRunValues.
+    SessionRunValues common;
+    common.options = merge ? merged->args.options : args.options;
+    // Without a merge the caller's args still back context.original_args,
+    // so the run gets a copy. (Named, not a conditional inside the co_await:
+    // g++ 12 destroys such a temporary twice.)
+    RunArgs run_args = merge ? std::move(merged->args) : args;
+    absl::StatusOr<RunOutputs> outputs;
+    try {
+      outputs = co_await RunGraph(std::move(run_args), inline_step);
+    } catch (...) {
+      outputs = FromException(std::current_exception(), "the graph run");
+    }
+    if (!outputs.ok()) co_return std::move(outputs).status();
+    common.run_metadata = std::move(outputs->metadata);
+    std::vector<SessionRunValues> own;
+    std::vector<const SessionRunValues*> values(hooks.size(), &common);
+    if (merge) {
+      own.resize(hooks.size());
+      for (size_t h = 0; h < hooks.size(); ++h) {
+        auto [begin, end] = merged->hook_ranges[h];
+        if (begin == end) continue;
+        own[h].results.assign(outputs->values.begin() + begin,
+                              outputs->values.begin() + end);
+        own[h].options = common.options;
+        own[h].run_metadata = common.run_metadata;
+        values[h] = &own[h];
+      }
     }
     if (together) {
-      absl::Status s = co_await AfterRunTogether(hooks, context, values);
-      if (!s.ok()) co_return s;
-    }
-    for (size_t h = 0; h < hooks.size() && !together; ++h) {
       absl::Status s;
       try {
-        s = co_await hooks[h]->AfterRun(context, values[h]);
+        s = co_await AfterRunTogether(hooks, context, values, stop_requester);
       } catch (...) {
         s = FromException(std::current_exception(), "AfterRun");
       }
       if (!s.ok()) co_return s;
     }
+    for (size_t h = 0; h < hooks.size() && !together; ++h) {
+      absl::Status s;
+      try {
+        s = co_await hooks[h]->AfterRun(context, *values[h]);
+      } catch (...) {
+        s = FromException(std::current_exception(), "AfterRun");
+      }
+      if (!s.ok()) co_return s;
+      note_stop(h);
+    }
     if (co_await Cancelled()) {
       co_return absl::CancelledError("Step cancelled in AfterRun");
     }
-    if (context.stop_requested()) {
-      MarkStopped("a hook requested stop");
-      coord()
-          .RequestStop(absl::OkStatus(), "a hook requested stop")
-          .IgnoreError();
-    }
-    outputs->values.resize(merged->caller_fetches);
+    if (stop_requester >= 0) StopForHook(hooks, stop_requester);
+    if (merge) outputs->values.resize(merged->caller_fetches);
     co_return std::move(outputs->values);
+  }
+
+  // ---- step bookkeeping
+
+  absl::Status CheckCanRun() const {
+    if (closed) {
+      return absl::FailedPreconditionError("Run called after Close()");
+    }
+    if (ShouldStop()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Run called after ShouldStop() became true (", StopReason(), ")"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string StopReason() const {
+    std::lock_guard lock(mu);
+    if (!stop_reason.empty()) return stop_reason;
+    return coordinator->stop_reason();
+  }
+
+  // Whether a Run can go through RunInline: every hook it calls completes
+  // without suspending, and no recovery is due.
+  bool CanRunInline(RunMode mode) const {
+    return inline_ok[static_cast<int>(mode)] && !needs_recreate &&
+           !IsRecoverable(coord().status());
+  }
+
+  void AddStep(const std::shared_ptr<StepState>& step) {
+    std::lock_guard lock(mu);
+    steps.insert(step);
+  }
+  void RemoveStep(const std::shared_ptr<StepState>& step) {
+    std::lock_guard lock(mu);
+    steps.erase(step);
+  }
+
+  void StopForCancellation() {
+    MarkStopped("cancelled");
+    coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
+  }
+
+  // The bookkeeping of a step's final result (after recovery gave up).
+  RunResult FinishStep(RunResult result) {
+    if (result.ok()) {
+      last_run_failed = false;
+      return result;
+    }
+    const absl::Status& s = result.status();
+    if (absl::IsOutOfRange(s)) {
+      MarkStopped("input exhausted");
+      coord().RequestStop(s, "input exhausted").IgnoreError();
+      last_run_failed = false;
+    } else if (absl::IsCancelled(s)) {
+      last_run_failed = false;  // a clean stop: End still runs
+    } else {
+      last_run_failed = true;
+    }
+    NotifyError(s);
+    return result;
   }
 
   // Runs `body` as one step on `executor`: the caller's cancellation (a
@@ -601,6 +785,12 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
       impl->unskippable_hooks.push_back(hook);
     }
   }
+  for (RunMode mode : {RunMode::kAllHooks, RunMode::kWithoutSkippableHooks}) {
+    const Hooks& active = impl->ActiveHooks(mode);
+    impl->inline_ok[static_cast<int>(mode)] =
+        std::none_of(active.begin(), active.end(),
+                     [](const auto& hook) { return hook->MaySuspend(); });
+  }
   impl->runtime =
       impl->options.runtime ? impl->options.runtime : &Runtime::Default();
   for (const auto& hook : impl->hooks) {
@@ -628,64 +818,76 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
 bool MonitoredSession::ShouldStop() const { return impl_->ShouldStop(); }
 
 std::string MonitoredSession::stop_reason() const {
-  std::lock_guard lock(impl_->mu);
-  if (!impl_->stop_reason.empty()) return impl_->stop_reason;
-  return impl_->coordinator->stop_reason();
+  return impl_->StopReason();
 }
 
 Coordinator& MonitoredSession::coordinator() { return impl_->coord(); }
 Session& MonitoredSession::raw_session() { return *impl_->session; }
 int MonitoredSession::recoveries() const { return impl_->recoveries; }
 
-void MonitoredSession::StartRun(RunArgs args, RunMode mode,
+void MonitoredSession::StartRun(RunArgs args, RunMode mode, int first_attempt,
                                 asio::cancellation_slot slot,
                                 asio::any_io_executor executor,
                                 absl::AnyInvocable<void(RunResult)> done) {
-  Impl::SpawnStep(impl_, RunCoroutine(impl_, std::move(args), mode), slot,
-                  std::move(executor), std::move(done), "Run");
+  Impl::SpawnStep(impl_,
+                  RunCoroutine(impl_, std::move(args), mode, first_attempt),
+                  slot, std::move(executor), std::move(done), "Run");
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
-    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode) {
+    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
+    int first_attempt) {
   // Errors are statuses here: a cancelled wait must not skip the
   // bookkeeping below (ASYNC_NOTES pitfall 2).
   co_await asio::this_coro::throw_if_cancelled(false);
-  if (impl->closed) {
-    co_return absl::FailedPreconditionError("Run called after Close()");
-  }
-  if (impl->ShouldStop()) {
-    co_return absl::FailedPreconditionError(absl::StrCat(
-        "Run called after ShouldStop() became true (", impl->stop_reason, ")"));
-  }
+  if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
   if (IsRecoverable(impl->coord().status())) impl->needs_recreate = true;
-  for (int attempts = 0;; ++attempts) {
+  for (int attempts = first_attempt;; ++attempts) {
     if (impl->needs_recreate) {
       absl::Status s = co_await impl->CreateSessionWithRetries(impl, true);
       if (!s.ok()) co_return s;
     }
     MonitoredSession::RunResult result =
         co_await impl->RunWithHooks(args, mode);
-    if (result.ok()) {
-      impl->last_run_failed = false;
-      co_return result;
+    if (!result.ok()) {
+      absl::Status s = impl->CauseOf(result.status());
+      if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
+        impl->needs_recreate = true;
+        continue;
+      }
+      result = std::move(s);
     }
-    absl::Status s = impl->CauseOf(result.status());
-    if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
-      impl->needs_recreate = true;
-      continue;
-    }
-    if (absl::IsOutOfRange(s)) {
-      impl->MarkStopped("input exhausted");
-      impl->coord().RequestStop(s, "input exhausted").IgnoreError();
-      impl->last_run_failed = false;
-    } else if (absl::IsCancelled(s)) {
-      impl->last_run_failed = false;  // a clean stop: End still runs
-    } else {
-      impl->last_run_failed = true;
-    }
-    impl->NotifyError(s);
-    co_return s;
+    co_return impl->FinishStep(std::move(result));
   }
+}
+
+asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
+    RunArgs args, RunMode mode) {
+  std::shared_ptr<Impl> impl = impl_;
+  if (!impl->CanRunInline(mode)) {
+    co_return co_await RunFrom(0, std::move(args), mode, asio::use_awaitable);
+  }
+  if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
+  auto step = std::make_shared<StepState>(co_await asio::this_coro::executor);
+  impl->AddStep(step);
+  RunResult result = co_await impl->RunWithHooks(args, mode, step);
+  step->finished = true;
+  impl->RemoveStep(step);
+  if (co_await Impl::Cancelled()) {
+    // The caller's cancellation is a stop request, wherever it struck.
+    impl->StopForCancellation();
+  }
+  if (!result.ok()) {
+    absl::Status s = impl->CauseOf(result.status());
+    if (IsRecoverable(s) && impl->HasRecoveryBudget(0)) {
+      // Recovery awaits hooks that may suspend: the spawned path does it.
+      impl->needs_recreate = true;
+      co_return co_await RunFrom(1, std::move(args), mode,
+                                 asio::use_awaitable);
+    }
+    result = std::move(s);
+  }
+  co_return impl->FinishStep(std::move(result));
 }
 
 void MonitoredSession::StartStepFn(
@@ -738,7 +940,7 @@ MonitoredSession::StepContext::RunWithHooks(RunArgs args) {
 
 asio::awaitable<MonitoredSession::RunResult>
 MonitoredSession::StepContext::RunWithHooks(RunArgs args, RunMode mode) {
-  RunResult r = co_await owner_.impl_->RunWithHooks(std::move(args), mode);
+  RunResult r = co_await owner_.impl_->RunWithHooks(args, mode);
   if (!r.ok() && IsRecoverable(r.status())) owner_.impl_->needs_recreate = true;
   co_return r;
 }

@@ -43,6 +43,7 @@
 #define COSESSION_ASYNC_SESSION_RUN_HOOK_H_
 
 #include <atomic>
+#include <string>
 #include <boost/asio/awaitable.hpp>
 #include <vector>
 
@@ -118,6 +119,10 @@ class SessionRunHook {
   // equivalent. A hook that returns false but suspends still works: the
   // hooks after it just start once it completed.
   virtual bool MaySuspend() const { return true; }
+
+  // How messages name this hook (e.g. stop_reason(): "hook 'X' requested
+  // stop"). Default: the hook's C++ type name.
+  virtual std::string name() const;
 };
 
 }  // namespace cosession

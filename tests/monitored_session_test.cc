@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
@@ -53,6 +54,9 @@ class RecordingHook : public SessionRunHook {
   testing::TokenChannel* wait_in_before_run = nullptr;
   // When set, End waits for a token on it.
   testing::TokenChannel* wait_in_end = nullptr;
+  // What MaySuspend() says: false lets MonitoredSession run the step inside
+  // the awaiting coroutine (the inline path).
+  bool may_suspend = true;
   // BeforeRun and AfterRun each yield to the executor this many times.
   int yields = 0;
   std::function<void(Graph&)> on_begin;
@@ -104,6 +108,8 @@ class RecordingHook : public SessionRunHook {
     Record("OnError");
     errors_seen.push_back(error);
   }
+  bool MaySuspend() const override { return may_suspend; }
+  std::string name() const override { return name_; }
 
  private:
   asio::awaitable<void> Yield() {
@@ -926,6 +932,153 @@ TEST(ReportUninitializedVariables, FlagsEachVariableUntilItIsAssigned) {
   EXPECT_EQ(UninitializedVariableNames(g, after->front()),
             (std::vector<std::string>{"a"}));
   (void)a;
+}
+
+// ---- the inline path: co_await Run(args, use_awaitable) with hooks that
+// never suspend runs the step inside the caller's coroutine; it keeps every
+// guarantee of the spawned path.
+
+std::shared_ptr<RecordingHook> SyncHook(const std::string& name,
+                                        std::shared_ptr<Log> log) {
+  auto hook = Hook(name, std::move(log));
+  hook->may_suspend = false;
+  return hook;
+}
+
+CO_TEST(MonitoredSessionInline, CancellingTheCallerCancelsTheKernelAndStops) {
+  TestEvents events;
+  CounterGraph graph;
+  Output stuck = testing::TestNever(graph.g, "stuck");
+  auto log = std::make_shared<Log>();
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(SyncHook("a", log)), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::milliseconds(5));
+  RunArgs args{.fetches = {stuck}};
+  const auto start = std::chrono::steady_clock::now();
+  auto winner = co_await (ms->Run(args, asio::use_awaitable) ||
+                          timer.async_wait(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_LT(std::chrono::steady_clock::now() - start,
+            std::chrono::milliseconds(100));
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "cancelled");
+  log->clear();
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_EQ(*log, (Log{"a.End"}));  // a clean stop: End runs
+}
+
+CO_TEST(MonitoredSessionInline, AStopFromAnotherThreadCancelsTheKernelWait) {
+  TestEvents events;
+  CounterGraph graph;
+  Output stuck = testing::TestNever(graph.g, "stuck");
+  auto ms = co_await CreateOrFail(graph.g, HookList(), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto stop_when_started = [&]() -> asio::awaitable<void> {
+    co_await events.started.async_receive(asio::use_awaitable);
+    // From a pool thread, as another thread of the program would.
+    co_await asio::post(asio::bind_executor(TestRuntime().executor(),
+                                            asio::use_awaitable));
+    ms->coordinator()
+        .RequestStop(absl::InternalError("input reader crashed"))
+        .IgnoreError();
+  };
+  RunArgs args{.fetches = {stuck}};
+  auto result =
+      co_await (ms->Run(args, asio::use_awaitable) && stop_when_started());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal)
+      << result.status();
+  EXPECT_TRUE(ms->ShouldStop());
+  absl::Status closed = co_await ms->Close(asio::use_awaitable);
+  EXPECT_EQ(closed.code(), absl::StatusCode::kInternal);
+}
+
+CO_TEST(MonitoredSessionInline, AbortedRecreatesTheSessionAndRetries) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto flaky = SyncHook("flaky", log);
+  flaky->before_run_error = absl::AbortedError("preempted");
+  flaky->before_run_error_times = 1;
+  auto ms = co_await CreateOrFail(graph.g, HookList(flaky), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  log->clear();
+  auto values = co_await ms->Run(graph.Double(4), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 8.0f);
+  EXPECT_EQ(ms->recoveries(), 1);
+  EXPECT_EQ(*log, (Log{"flaky.BeforeRun", "flaky.AfterCreateSession",
+                       "flaky.BeforeRun", "flaky.AfterRun"}));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSessionInline, WithoutRecoveryAbortedIsReturned) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto flaky = SyncHook("flaky", log);
+  flaky->before_run_error = absl::AbortedError("preempted");
+  flaky->before_run_error_times = 1;
+  MonitoredSessionOptions options = TestOptions();
+  options.max_recovery_attempts = 0;
+  auto ms = co_await CreateOrFail(graph.g, HookList(flaky), options);
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(4), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ms->recoveries(), 0);
+}
+
+CO_TEST(MonitoredSessionInline, HookFetchesReachOnlyThatHook) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto fetcher = SyncHook("fetcher", log);
+  auto quiet = SyncHook("quiet", log);
+  fetcher->before_run_args.fetches = {graph.increment};
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(fetcher, quiet), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(2), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  CO_ASSERT_TRUE(values->size() == 1u);
+  EXPECT_EQ(values->front().scalar<float>(), 4.0f);
+  CO_ASSERT_TRUE(fetcher->values_seen.size() == 1);
+  CO_ASSERT_TRUE(fetcher->values_seen[0].results.size() == 1u);
+  EXPECT_EQ(fetcher->values_seen[0].results[0].scalar<int64_t>(), 1);
+  CO_ASSERT_TRUE(quiet->values_seen.size() == 1);
+  EXPECT_TRUE(quiet->values_seen[0].results.empty());
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+// ---- stop_reason names the hook
+
+CO_TEST(MonitoredSession, StopReasonNamesTheHookThatAskedForStop) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto quiet = Hook("quiet", log);
+  auto stopper = Hook("stopper", log);
+  stopper->request_stop_in_after_run = true;
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(quiet, stopper), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "hook 'stopper' requested stop");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(MonitoredSessionInline, StopReasonNamesTheHookThatAskedForStop) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto quiet = SyncHook("quiet", log);
+  auto stopper = SyncHook("stopper", log);
+  stopper->request_stop_in_before_run = true;
+  auto ms =
+      co_await CreateOrFail(graph.g, HookList(quiet, stopper), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  EXPECT_EQ(ms->stop_reason(), "hook 'stopper' requested stop");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
 }  // namespace
