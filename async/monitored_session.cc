@@ -3,8 +3,7 @@
 #include <cxxabi.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <typeinfo>
+#include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/error.hpp>
@@ -14,8 +13,10 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
+#include <cstdlib>
 #include <exception>
 #include <mutex>
+#include <typeinfo>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -265,6 +266,8 @@ struct MonitoredSession::Impl {
   Hooks unskippable_hooks;  // hooks minus options.skippable_hooks
   // Per RunMode: no hook it calls may suspend (RunInline applies).
   bool inline_ok[2] = {false, false};
+  // Per RunMode: its hooks are started together (RunHooksTogether).
+  bool together_in[2] = {false, false};
   std::shared_ptr<SessionCreator> creator;
   MonitoredSessionOptions options;
   Runtime* runtime = nullptr;
@@ -277,29 +280,48 @@ struct MonitoredSession::Impl {
   int recoveries = 0;
 
   mutable std::mutex mu;
-  std::unique_ptr<Coordinator> coordinator;  // replaced on recovery, under mu
+  // Replaced on recovery, by the step path only, under mu: the step path
+  // reads it without mu (step_coord()), everyone else with it (coord()).
+  std::unique_ptr<Coordinator> coordinator;
   uint64_t stop_callback = 0;
-  bool stopped = false;                                   // under mu
+  // Set once, under mu, together with stop_reason; read without mu.
+  std::atomic<bool> stopped{false};
   std::string stop_reason;                                // under mu
   absl::flat_hash_set<std::shared_ptr<StepState>> steps;  // under mu
+  // The inline path's step state, reused step after step while the caller's
+  // executor stays the same (it stays in `steps`). Step path only.
+  std::shared_ptr<StepState> inline_step;
 
   Coordinator& coord() const {
     std::lock_guard lock(mu);
     return *coordinator;
   }
+  Coordinator& step_coord() const { return *coordinator; }
 
   void MarkStopped(std::string reason) {
     std::lock_guard lock(mu);
-    if (!stopped) {
-      stopped = true;
+    if (!stopped.load(std::memory_order_relaxed)) {
       stop_reason = std::move(reason);
+      stopped.store(true, std::memory_order_release);
     }
   }
 
+  // True when the coordinator holds Aborted/Unavailable: the next step
+  // recovers first.
+  static bool HoldsRecoverableError(const Coordinator& c) {
+    return c.ShouldStop() && IsRecoverable(c.status());
+  }
+
   bool ShouldStop() const {
+    if (stopped.load(std::memory_order_acquire)) return true;
     std::lock_guard lock(mu);
-    if (stopped) return true;
     return coordinator->ShouldStop() && !IsRecoverable(coordinator->status());
+  }
+  // ShouldStop from the step path: no lock while nothing stopped.
+  bool StepShouldStop() const {
+    if (stopped.load(std::memory_order_acquire)) return true;
+    const Coordinator& c = step_coord();
+    return c.ShouldStop() && !IsRecoverable(c.status());
   }
 
   // A new coordinator whose stop cancels the steps in flight.
@@ -457,8 +479,7 @@ struct MonitoredSession::Impl {
 
   static asio::awaitable<absl::Status> AfterRunTogether(
       const Hooks& hooks, SessionRunContext& context,
-      const std::vector<const SessionRunValues*>& values,
-      int& stop_requester) {
+      const std::vector<const SessionRunValues*>& values, int& stop_requester) {
     co_return co_await AwaitTogether(
         hooks.size(),
         [&](size_t h) {
@@ -486,28 +507,39 @@ struct MonitoredSession::Impl {
   // the step's own signal, and the caller's cancellation reaches it through
   // a bridge on the coroutine's slot that also requests stop; otherwise the
   // run inherits the spawned step's cancellation.
-  asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
-      RunArgs args, const std::shared_ptr<StepState>& inline_step) {
+  // From any thread (a cancellation slot handler).
+  void StopForCancellation() {
+    MarkStopped("cancelled");
+    coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
+  }
+
+  // In an inline step, the caller's cancellation reaches the graph run
+  // through this bridge on the coroutine's slot, which also requests stop.
+  // Installed right before the run: a hook may have used the slot before.
+  void BridgeCancellation(asio::cancellation_slot caller, StepState* step) {
+    if (!caller.is_connected()) return;
+    caller.assign([this, step](asio::cancellation_type type) {
+      if (step->finished) return;
+      StopForCancellation();
+      step->signal.emit(type);
+    });
+  }
+
+  // Runs the graph. In an inline step (see RunInline) the run is bound to
+  // the step's own signal (which a stop emits) and bridged to the caller's
+  // cancellation; otherwise it inherits the spawned step's cancellation.
+  // `args` lives in the awaiting caller's frame.
+  asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(const RunArgs& args,
+                                                       StepState* inline_step) {
     if (!inline_step) {
-      co_return co_await session->RunWithMetadata(std::move(args),
-                                                  asio::use_awaitable);
+      co_return co_await session->RunBorrowed(args, asio::use_awaitable);
     }
-    auto state = co_await asio::this_coro::cancellation_state;
-    asio::cancellation_slot caller = state.slot();
-    if (caller.is_connected()) {
-      // A hook may have replaced the bridge with a wait of its own.
-      caller.assign([this, step = inline_step.get()](
-                        asio::cancellation_type type) {
-        if (step->finished) return;
-        MarkStopped("cancelled");
-        coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
-        step->signal.emit(type);
-      });
-    }
-    absl::StatusOr<RunOutputs> outputs = co_await session->RunWithMetadata(
-        std::move(args),
-        asio::bind_cancellation_slot(inline_step->signal.slot(),
-                                     asio::use_awaitable));
+    asio::cancellation_slot caller =
+        (co_await asio::this_coro::cancellation_state).slot();
+    BridgeCancellation(caller, inline_step);
+    absl::StatusOr<RunOutputs> outputs = co_await session->RunBorrowed(
+        args, asio::bind_cancellation_slot(inline_step->signal.slot(),
+                                           asio::use_awaitable));
     if (caller.is_connected()) caller.clear();
     co_return outputs;
   }
@@ -524,13 +556,13 @@ struct MonitoredSession::Impl {
   // set when the step runs inside the caller's coroutine (RunInline).
   // Exceptions (a hook's, or Asio's after a cancellation) become statuses.
   // `args` lives in the awaiting caller's frame.
-  asio::awaitable<RunResult> RunWithHooks(
-      const RunArgs& args, RunMode mode,
-      std::shared_ptr<StepState> inline_step = nullptr) {
+  asio::awaitable<RunResult> RunWithHooks(const RunArgs& args, RunMode mode,
+                                          StepState* inline_step = nullptr) {
     const Hooks& hooks = ActiveHooks(mode);
     if (hooks.empty()) {
       // Nothing to merge or hand out: run the caller's arguments as they are.
-      if (co_await Cancelled()) {
+      if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+          asio::cancellation_type::none) {
         co_return absl::CancelledError("Step cancelled before the graph ran");
       }
       absl::StatusOr<RunOutputs> outputs;
@@ -550,51 +582,59 @@ struct MonitoredSession::Impl {
         stop_requester = static_cast<int>(h);
       }
     };
-    std::vector<RunArgs> hook_args(hooks.size());
-    const bool together = RunHooksTogether(hooks);
+    // What the hooks asked for; left empty while every hook awaited one
+    // after another asks for nothing (the common case, kept cheap).
+    std::vector<RunArgs> hook_args;
+    const bool together = together_in[static_cast<int>(mode)];
     if (together) {
+      hook_args.resize(hooks.size());
       absl::Status s =
           co_await BeforeRunTogether(hooks, context, hook_args, stop_requester);
       if (!s.ok()) co_return s;
     }
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
-      absl::StatusOr<SessionRunArgs> r;
       try {
-        r = co_await hooks[h]->BeforeRun(context);
+        absl::StatusOr<SessionRunArgs> r =
+            co_await hooks[h]->BeforeRun(context);
+        if (!r.ok()) co_return r.status();
+        if (!AsksForNothing(*r)) {
+          hook_args.resize(hooks.size());
+          hook_args[h] = *std::move(r);
+        }
       } catch (...) {
-        r = FromException(std::current_exception(), "BeforeRun");
+        co_return FromException(std::current_exception(), "BeforeRun");
       }
-      if (!r.ok()) co_return r.status();
-      hook_args[h] = *std::move(r);
       note_stop(h);
     }
-    const bool merge = !std::all_of(hook_args.begin(), hook_args.end(),
-                                    &Impl::AsksForNothing);
+    const bool merge =
+        !std::all_of(hook_args.begin(), hook_args.end(), &Impl::AsksForNothing);
     absl::StatusOr<Merged> merged;
     if (merge) {
       merged = Merge(args, hook_args);
       if (!merged.ok()) co_return merged.status();
     }
-    if (co_await Cancelled()) {
+    if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+        asio::cancellation_type::none) {
       co_return absl::CancelledError("Step cancelled before the graph ran");
     }
     // Hooks that fetched nothing share one SessionRunValues.
     SessionRunValues common;
     common.options = merge ? merged->args.options : args.options;
-    // Without a merge the caller's args still back context.original_args,
-    // so the run gets a copy. (Named, not a conditional inside the co_await:
-    // g++ 12 destroys such a temporary twice.)
-    RunArgs run_args = merge ? std::move(merged->args) : args;
+    // (Named, not a conditional inside the co_await: g++ 12 mishandles
+    // temporaries there.)
+    const RunArgs& run_args = merge ? merged->args : args;
     absl::StatusOr<RunOutputs> outputs;
     try {
-      outputs = co_await RunGraph(std::move(run_args), inline_step);
+      outputs = co_await RunGraph(run_args, inline_step);
     } catch (...) {
       outputs = FromException(std::current_exception(), "the graph run");
     }
     if (!outputs.ok()) co_return std::move(outputs).status();
     common.run_metadata = std::move(outputs->metadata);
+    // Per hook, only when some hook fetched something or they run together.
     std::vector<SessionRunValues> own;
-    std::vector<const SessionRunValues*> values(hooks.size(), &common);
+    std::vector<const SessionRunValues*> values;
+    if (merge || together) values.assign(hooks.size(), &common);
     if (merge) {
       own.resize(hooks.size());
       for (size_t h = 0; h < hooks.size(); ++h) {
@@ -619,14 +659,16 @@ struct MonitoredSession::Impl {
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
       absl::Status s;
       try {
-        s = co_await hooks[h]->AfterRun(context, *values[h]);
+        s = co_await hooks[h]->AfterRun(context,
+                                        values.empty() ? common : *values[h]);
       } catch (...) {
         s = FromException(std::current_exception(), "AfterRun");
       }
       if (!s.ok()) co_return s;
       note_stop(h);
     }
-    if (co_await Cancelled()) {
+    if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+        asio::cancellation_type::none) {
       co_return absl::CancelledError("Step cancelled in AfterRun");
     }
     if (stop_requester >= 0) StopForHook(hooks, stop_requester);
@@ -640,7 +682,7 @@ struct MonitoredSession::Impl {
     if (closed) {
       return absl::FailedPreconditionError("Run called after Close()");
     }
-    if (ShouldStop()) {
+    if (StepShouldStop()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "Run called after ShouldStop() became true (", StopReason(), ")"));
     }
@@ -657,7 +699,22 @@ struct MonitoredSession::Impl {
   // without suspending, and no recovery is due.
   bool CanRunInline(RunMode mode) const {
     return inline_ok[static_cast<int>(mode)] && !needs_recreate &&
-           !IsRecoverable(coord().status());
+           !HoldsRecoverableError(step_coord());
+  }
+
+  // The inline path's StepState for a step on `executor`, registered in
+  // `steps` so that a stop cancels the step's waits.
+  const std::shared_ptr<StepState>& InlineStep(
+      const asio::any_io_executor& executor) {
+    if (!inline_step || inline_step->executor != executor) {
+      auto step = std::make_shared<StepState>(executor);
+      std::lock_guard lock(mu);
+      if (inline_step) steps.erase(inline_step);
+      steps.insert(step);
+      inline_step = std::move(step);
+    }
+    inline_step->finished = false;
+    return inline_step;
   }
 
   void AddStep(const std::shared_ptr<StepState>& step) {
@@ -667,11 +724,6 @@ struct MonitoredSession::Impl {
   void RemoveStep(const std::shared_ptr<StepState>& step) {
     std::lock_guard lock(mu);
     steps.erase(step);
-  }
-
-  void StopForCancellation() {
-    MarkStopped("cancelled");
-    coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
   }
 
   // The bookkeeping of a step's final result (after recovery gave up).
@@ -790,6 +842,7 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
     impl->inline_ok[static_cast<int>(mode)] =
         std::none_of(active.begin(), active.end(),
                      [](const auto& hook) { return hook->MaySuspend(); });
+    impl->together_in[static_cast<int>(mode)] = impl->RunHooksTogether(active);
   }
   impl->runtime =
       impl->options.runtime ? impl->options.runtime : &Runtime::Default();
@@ -835,8 +888,7 @@ void MonitoredSession::StartRun(RunArgs args, RunMode mode, int first_attempt,
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
-    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
-    int first_attempt) {
+    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode, int first_attempt) {
   // Errors are statuses here: a cancelled wait must not skip the
   // bookkeeping below (ASYNC_NOTES pitfall 2).
   co_await asio::this_coro::throw_if_cancelled(false);
@@ -863,17 +915,37 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
     RunArgs args, RunMode mode) {
-  std::shared_ptr<Impl> impl = impl_;
+  Impl* impl = impl_.get();  // the session outlives its operations
   if (!impl->CanRunInline(mode)) {
     co_return co_await RunFrom(0, std::move(args), mode, asio::use_awaitable);
   }
   if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
-  auto step = std::make_shared<StepState>(co_await asio::this_coro::executor);
-  impl->AddStep(step);
-  RunResult result = co_await impl->RunWithHooks(args, mode, step);
+  StepState* step = impl->InlineStep(co_await asio::this_coro::executor).get();
+  RunResult result;
+  if (impl->ActiveHooks(mode).empty()) {
+    // The graph alone, awaited right here: no coroutine frames in between.
+    asio::cancellation_slot caller =
+        (co_await asio::this_coro::cancellation_state).slot();
+    impl->BridgeCancellation(caller, step);
+    try {
+      absl::StatusOr<RunOutputs> outputs = co_await impl->session->RunBorrowed(
+          args, asio::bind_cancellation_slot(step->signal.slot(),
+                                             asio::use_awaitable));
+      if (outputs.ok()) {
+        result = std::move(outputs->values);
+      } else {
+        result = std::move(outputs).status();
+      }
+    } catch (...) {
+      result = FromException(std::current_exception(), "the graph run");
+    }
+    if (caller.is_connected()) caller.clear();
+  } else {
+    result = co_await impl->RunWithHooks(args, mode, step);
+  }
   step->finished = true;
-  impl->RemoveStep(step);
-  if (co_await Impl::Cancelled()) {
+  if ((co_await asio::this_coro::cancellation_state).cancelled() !=
+      asio::cancellation_type::none) {
     // The caller's cancellation is a stop request, wherever it struck.
     impl->StopForCancellation();
   }
@@ -882,8 +954,7 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
     if (IsRecoverable(s) && impl->HasRecoveryBudget(0)) {
       // Recovery awaits hooks that may suspend: the spawned path does it.
       impl->needs_recreate = true;
-      co_return co_await RunFrom(1, std::move(args), mode,
-                                 asio::use_awaitable);
+      co_return co_await RunFrom(1, std::move(args), mode, asio::use_awaitable);
     }
     result = std::move(s);
   }

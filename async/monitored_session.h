@@ -30,6 +30,8 @@
 // Thread safety: Run, RunStepFn and Close must not be called concurrently
 // with each other (one step at a time, like TensorFlow's); ShouldStop,
 // stop_reason and coordinator().RequestStop may be called from any thread.
+// Lifetime: the MonitoredSession must outlive every operation started on it
+// (destroy it after Close completed).
 #ifndef COSESSION_ASYNC_MONITORED_SESSION_H_
 #define COSESSION_ASYNC_MONITORED_SESSION_H_
 

@@ -119,22 +119,31 @@ const std::shared_ptr<ResourceManager>& Session::shared_resources() const {
 }
 
 void Session::StartRun(std::shared_ptr<detail::SessionState> state,
-                       RunArgs args, boost::asio::cancellation_slot slot,
+                       const RunArgs& borrowed_args,
+                       boost::asio::cancellation_slot slot,
                        RunDoneCallback done) {
-  if (!args.feeds_by_name.empty() || !args.fetch_names.empty() ||
-      !args.target_names.empty()) {
-    if (absl::Status s = ResolveNames(state->graph, args); !s.ok()) {
+  // Everything the run needs is taken from the args here, before returning.
+  const RunArgs* resolved = &borrowed_args;
+  RunArgs with_names_resolved;
+  if (!borrowed_args.feeds_by_name.empty() ||
+      !borrowed_args.fetch_names.empty() ||
+      !borrowed_args.target_names.empty()) {
+    with_names_resolved = borrowed_args;
+    if (absl::Status s = ResolveNames(state->graph, with_names_resolved);
+        !s.ok()) {
       done(std::move(s));
       return;
     }
+    resolved = &with_names_resolved;
   }
+  const RunArgs& args = *resolved;
   absl::InlinedVector<Output, 4> feeds;
   std::vector<Tensor> feed_values;
   feeds.reserve(args.feeds.size());
   feed_values.reserve(args.feeds.size());
-  for (auto& [out, value] : args.feeds) {
+  for (const auto& [out, value] : args.feeds) {
     feeds.push_back(out);
-    feed_values.push_back(std::move(value));
+    feed_values.push_back(value);
   }
   absl::StatusOr<std::shared_ptr<const ExecutionPlan>> plan =
       FindOrBuildPlan(*state, args, feeds);

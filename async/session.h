@@ -120,8 +120,30 @@ class Session {
   const std::shared_ptr<ResourceManager>& shared_resources() const;
 
  private:
+  // MonitoredSession runs hooks' merged args without copying them.
+  friend class MonitoredSession;
+
+  // RunWithMetadata over args it only borrows: they must stay alive until
+  // the operation is initiated (for use_awaitable, until the co_await
+  // expression is evaluated); the run itself keeps nothing of them.
+  template <typename CompletionToken>
+  auto RunBorrowed(const RunArgs& args, CompletionToken&& token) {
+    return boost::asio::async_initiate<CompletionToken,
+                                       void(RunWithMetadataResult)>(
+        [](auto handler, std::shared_ptr<detail::SessionState> state,
+           const RunArgs* args) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          StartRun(std::move(state), *args, slot,
+                   detail::PostToHandler<RunWithMetadataResult>(
+                       std::move(handler),
+                       [](RunWithMetadataResult result) { return result; }));
+        },
+        token, state_, &args);
+  }
+
+  // Takes what it needs from `args` before it returns.
   static void StartRun(std::shared_ptr<detail::SessionState> state,
-                       RunArgs args, boost::asio::cancellation_slot slot,
+                       const RunArgs& args, boost::asio::cancellation_slot slot,
                        RunDoneCallback done);
 
   std::shared_ptr<detail::SessionState> state_;

@@ -43,8 +43,8 @@
 #define COSESSION_ASYNC_SESSION_RUN_HOOK_H_
 
 #include <atomic>
-#include <string>
 #include <boost/asio/awaitable.hpp>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"

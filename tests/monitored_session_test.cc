@@ -950,8 +950,8 @@ CO_TEST(MonitoredSessionInline, CancellingTheCallerCancelsTheKernelAndStops) {
   CounterGraph graph;
   Output stuck = testing::TestNever(graph.g, "stuck");
   auto log = std::make_shared<Log>();
-  auto ms =
-      co_await CreateOrFail(graph.g, HookList(SyncHook("a", log)), TestOptions());
+  auto ms = co_await CreateOrFail(graph.g, HookList(SyncHook("a", log)),
+                                  TestOptions());
   CO_ASSERT_TRUE(ms != nullptr);
   asio::steady_timer timer(co_await asio::this_coro::executor,
                            std::chrono::milliseconds(5));
@@ -978,8 +978,8 @@ CO_TEST(MonitoredSessionInline, AStopFromAnotherThreadCancelsTheKernelWait) {
   auto stop_when_started = [&]() -> asio::awaitable<void> {
     co_await events.started.async_receive(asio::use_awaitable);
     // From a pool thread, as another thread of the program would.
-    co_await asio::post(asio::bind_executor(TestRuntime().executor(),
-                                            asio::use_awaitable));
+    co_await asio::post(
+        asio::bind_executor(TestRuntime().executor(), asio::use_awaitable));
     ms->coordinator()
         .RequestStop(absl::InternalError("input reader crashed"))
         .IgnoreError();
