@@ -5,13 +5,15 @@
 #   release  -O3, plus the benchmarks (smoke-run) and examples
 #   asan     AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan     ThreadSanitizer
+#   fuzz     the libFuzzer targets (clang-19, ASan+UBSan), each run for
+#            FUZZ_SECONDS (default 60) from its seed corpus
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 source scripts/env.sh
 
 configs=("$@")
-if ((${#configs[@]} == 0)); then configs=(release asan tsan); fi
+if ((${#configs[@]} == 0)); then configs=(release asan tsan fuzz); fi
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_init_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
@@ -20,17 +22,39 @@ export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
 sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
                  -DCOSESSION_BUILD_BENCHMARKS=OFF -DCOSESSION_BUILD_EXAMPLES=OFF)
 passed=0
+fuzzed=0
 for config in "${configs[@]}"; do
   echo "=== $config ==="
   case "$config" in
     release) configure_build release -DCMAKE_BUILD_TYPE=Release ;;
     asan) configure_build asan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=address ;;
     tsan) configure_build tsan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=thread ;;
+    fuzz) CXX=clang++-19 configure_build fuzz "${sanitizer_flags[@]}" \
+            -DCOSESSION_SANITIZE=address -DCOSESSION_BUILD_FUZZERS=ON \
+            -DCOSESSION_BUILD_TESTS=OFF ;;
     *) echo "unknown configuration '$config' (release, asan, tsan)" >&2; exit 2 ;;
   esac
   start=$SECONDS
   cmake --build "build/$config"
   echo "built $config in $((SECONDS - start)) s"
+  if [ "$config" = fuzz ]; then
+    shopt -s nullglob
+    for fuzzer in build/fuzz/fuzz/*_fuzzer; do
+      name=$(basename "$fuzzer" _fuzzer)
+      corpus="build/fuzz/corpus/$name"
+      mkdir -p "$corpus"
+      echo "fuzzing $name for ${FUZZ_SECONDS:-60} s"
+      if ! "$fuzzer" -max_total_time="${FUZZ_SECONDS:-60}" \
+          "$corpus" "fuzz/corpus/$name" > "build/fuzz/$name.log" 2>&1; then
+        cat "build/fuzz/$name.log" >&2
+        echo "fuzzer $name failed" >&2
+        exit 1
+      fi
+      tail -n 1 "build/fuzz/$name.log"
+      fuzzed=$((fuzzed + 1))
+    done
+    continue
+  fi
   if [ "$config" = release ]; then
     # The benchmarks must at least run; timings come from a quiet machine.
     ./build/release/bench/cosession_bench --benchmark_min_time=0.001 >/dev/null
@@ -42,4 +66,5 @@ for config in "${configs[@]}"; do
   passed=$((passed + ${ran:-0}))
 done
 echo "all configurations passed: ${configs[*]}"
+if ((fuzzed > 0)); then echo "fuzzers: ${fuzzed} ran clean"; fi
 echo "tests: ${passed} passed, 0 failed"
