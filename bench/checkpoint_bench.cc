@@ -3,10 +3,9 @@
 // rename, directory fsync, state file) against BM_Baseline_WriteFsync (the
 // same bytes with one write() and one fsync() by hand, in the same
 // directory). Both report bytes/s.
+#include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
-
-#include <benchmark/benchmark.h>
 
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdlib>
@@ -33,7 +32,8 @@ constexpr int64_t kBytes = kVariables * kFloatsPerVariable * 4;
 class ScratchDir {
  public:
   ScratchDir() {
-    std::string templ = (fs::temp_directory_path() / "ckpt_bench.XXXXXX").string();
+    std::string templ =
+        (fs::temp_directory_path() / "ckpt_bench.XXXXXX").string();
     path_ = ::mkdtemp(templ.data());
   }
   ~ScratchDir() {
@@ -89,7 +89,8 @@ void BM_Baseline_WriteFsync(benchmark::State& state) {
   std::vector<char> bytes(kBytes, 1);
   const std::string path = absl::StrCat(dir.path(), "/baseline.bin");
   for (auto _ : state) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
       state.SkipWithError("open failed");
       return;

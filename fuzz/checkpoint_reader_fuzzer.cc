@@ -14,7 +14,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (parsed.ok()) {
     // Touch every element: the tensors must be whole.
     size_t bytes = 0;
-    for (const auto& [name, tensor] : parsed->tensors) bytes += tensor.TotalBytes();
+    for (const auto& [name, tensor] : parsed->tensors)
+      bytes += tensor.TotalBytes();
     if (bytes > size) __builtin_trap();
   }
   return 0;

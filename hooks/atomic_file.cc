@@ -61,7 +61,7 @@ absl::Status WriteAll(int fd, absl::Span<const absl::string_view> pieces,
   // writev in batches of at most IOV_MAX pieces, resuming after short
   // writes (Linux writes at most ~2 GB per call).
   std::vector<iovec> iov;
-  size_t next = 0;       // first piece not fully written
+  size_t next = 0;        // first piece not fully written
   size_t written_of = 0;  // bytes of pieces[next] already written
   while (next < pieces.size()) {
     iov.clear();
@@ -112,8 +112,8 @@ absl::Status WriteFileAtomically(const std::string& path,
   const std::string temp =
       absl::StrCat(path, kTempMarker, ::getpid(), ".", counter.fetch_add(1));
   absl::Status status = [&]() -> absl::Status {
-    FileDescriptor fd(::open(temp.c_str(),
-                             O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    FileDescriptor fd(
+        ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (fd.get() < 0) return ErrnoError(errno, "cannot create", temp);
     if (absl::Status s = WriteAll(fd.get(), pieces, temp); !s.ok()) return s;
     if (::fsync(fd.get()) != 0) return ErrnoError(errno, "cannot fsync", temp);
@@ -135,7 +135,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ErrnoError(errno, "cannot open", path);
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return ErrnoError(errno, "cannot stat", path);
+  if (::fstat(fd.get(), &st) != 0)
+    return ErrnoError(errno, "cannot stat", path);
   std::string contents;
   if (st.st_size > 0) contents.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];

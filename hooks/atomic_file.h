@@ -15,10 +15,10 @@
 #define COSESSION_HOOKS_ATOMIC_FILE_H_
 
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
 namespace cosession {
@@ -40,7 +40,8 @@ absl::Status RemoveFileIfExists(const std::string& path);
 // files whose names start with `name_prefix`, written by processes other
 // than this one (a writer killed mid-write). Best effort: errors are
 // ignored.
-void RemoveStaleTempFiles(const std::string& dir, absl::string_view name_prefix);
+void RemoveStaleTempFiles(const std::string& dir,
+                          absl::string_view name_prefix);
 
 // "dir/name" (no doubled slash; `dir` empty = `name`).
 std::string JoinPath(absl::string_view dir, absl::string_view name);

@@ -57,9 +57,9 @@ CheckpointSaverHook::Create(CheckpointSaverHookOptions options) {
   absl::StatusOr<SecondOrStepTimer> timer =
       SecondOrStepTimer::Create(options.save_secs, options.save_steps, clock);
   if (!timer.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "CheckpointSaverHookOptions.save_secs/save_steps: ",
-        timer.status().message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointSaverHookOptions.save_secs/save_steps: ",
+                     timer.status().message()));
   }
   if (!options.saver_options.clock) options.saver_options.clock = &clock;
   return std::shared_ptr<CheckpointSaverHook>(
@@ -112,7 +112,8 @@ asio::awaitable<absl::Status> CheckpointSaverHook::Deliver(
   if (!written.ok()) co_return written.status();
   bool stop = false;
   for (const auto& listener : options_.listeners) {
-    absl::StatusOr<bool> asked = co_await listener->AfterSave(session, save->step());
+    absl::StatusOr<bool> asked =
+        co_await listener->AfterSave(session, save->step());
     if (!asked.ok()) co_return asked.status();
     stop = stop || *asked;
   }
@@ -132,7 +133,8 @@ asio::awaitable<absl::Status> CheckpointSaverHook::Save(
   // One save at a time: the previous one's AfterSave comes first.
   if (absl::Status s = co_await Deliver(session, context); !s.ok()) co_return s;
   for (const auto& listener : options_.listeners) {
-    if (absl::Status s = co_await listener->BeforeSave(session, step); !s.ok()) {
+    if (absl::Status s = co_await listener->BeforeSave(session, step);
+        !s.ok()) {
       co_return s;
     }
   }
@@ -180,7 +182,8 @@ asio::awaitable<absl::Status> CheckpointSaverHook::AfterRun(
   const int64_t step = (*snapshot)[0].scalar<int64_t>();
   if (!timer_.ShouldTriggerForStep(step)) co_return absl::OkStatus();
   timer_.UpdateLastTriggeredStep(step);
-  if (absl::Status s = co_await Save(session, step, *std::move(snapshot), &context);
+  if (absl::Status s =
+          co_await Save(session, step, *std::move(snapshot), &context);
       !s.ok()) {
     co_return s;
   }

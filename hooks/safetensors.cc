@@ -41,8 +41,8 @@ class Crc32cAccumulator {
   void Update(const void* data, size_t size) {
 #if defined(__x86_64__)
     if (HasSse42()) {
-      state_ = UpdateSse42(state_, static_cast<const unsigned char*>(data),
-                           size);
+      state_ =
+          UpdateSse42(state_, static_cast<const unsigned char*>(data), size);
       return;
     }
 #endif
@@ -98,8 +98,8 @@ class Corrupt {
   explicit Corrupt(absl::string_view source) : source_(source) {}
   template <typename... Args>
   absl::Status operator()(const Args&... what) const {
-    return absl::DataLossError(absl::StrCat("corrupt checkpoint file '",
-                                            source_, "': ", what...));
+    return absl::DataLossError(
+        absl::StrCat("corrupt checkpoint file '", source_, "': ", what...));
   }
 
  private:
@@ -173,10 +173,11 @@ absl::Status ParseTensorEntry(const std::string& name, const Json& spec,
   if (dtype == spec.end() || !dtype->is_string()) {
     return corrupt("tensor '", name, "' has no dtype string");
   }
-  std::optional<DType> dt = DTypeFromSafetensorsName(dtype->get_ref<const std::string&>());
+  std::optional<DType> dt =
+      DTypeFromSafetensorsName(dtype->get_ref<const std::string&>());
   if (!dt) {
-    return corrupt("tensor '", name, "' has an unknown dtype ", Describe(*dtype),
-                   " (expected F32, F64, I32, I64 or BOOL)");
+    return corrupt("tensor '", name, "' has an unknown dtype ",
+                   Describe(*dtype), " (expected F32, F64, I32, I64 or BOOL)");
   }
   entry.dtype = *dt;
 
@@ -227,10 +228,9 @@ absl::Status ParseTensorEntry(const std::string& name, const Json& spec,
 absl::StatusOr<uint32_t> ParseCrc(const std::string& text,
                                   const Corrupt& corrupt) {
   uint64_t value = 0;
-  bool digits_only =
-      !text.empty() && text.size() <= 10 &&
-      std::all_of(text.begin(), text.end(),
-                  [](char c) { return c >= '0' && c <= '9'; });
+  bool digits_only = !text.empty() && text.size() <= 10 &&
+                     std::all_of(text.begin(), text.end(),
+                                 [](char c) { return c >= '0' && c <= '9'; });
   if (!digits_only || !absl::SimpleAtoi(text, &value) ||
       value > std::numeric_limits<uint32_t>::max()) {
     return corrupt("the __metadata__ crc32c '", text,
@@ -279,9 +279,10 @@ absl::StatusOr<SafetensorsFile> BuildSafetensors(
     const uint64_t bytes = tensor.TotalBytes();
     Json dims = Json::array();
     for (int64_t d : tensor.shape().dim_sizes()) dims.push_back(d);
-    header[name] = {{"dtype", SafetensorsDTypeName(tensor.dtype())},
-                    {"shape", std::move(dims)},
-                    {"data_offsets", {file.data_bytes, file.data_bytes + bytes}}};
+    header[name] = {
+        {"dtype", SafetensorsDTypeName(tensor.dtype())},
+        {"shape", std::move(dims)},
+        {"data_offsets", {file.data_bytes, file.data_bytes + bytes}}};
     if (bytes > 0) crc.Update(tensor.raw_data(), bytes);
     file.data_bytes += bytes;
     file.data.push_back(tensor);
@@ -327,8 +328,9 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
   uint64_t header_bytes;
   std::memcpy(&header_bytes, bytes.data(), 8);
   if (header_bytes > kMaxSafetensorsHeaderBytes) {
-    return corrupt("the header length ", header_bytes, " is above the limit of ",
-                   kMaxSafetensorsHeaderBytes, " bytes");
+    return corrupt("the header length ", header_bytes,
+                   " is above the limit of ", kMaxSafetensorsHeaderBytes,
+                   " bytes");
   }
   if (header_bytes > bytes.size() - 8) {
     return corrupt("the header length ", header_bytes,
@@ -392,8 +394,8 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
     for (int64_t d : e.dims) elements *= d;  // cannot overflow: checked above
     const uint64_t want =
         static_cast<uint64_t>(elements) * DTypeSize(e.dtype);  // <= data size
-    if (e.end - e.begin != want || (elements > 0 && want / elements !=
-                                                         DTypeSize(e.dtype))) {
+    if (e.end - e.begin != want ||
+        (elements > 0 && want / elements != DTypeSize(e.dtype))) {
       return corrupt("tensor '", e.name, "' has ", e.end - e.begin,
                      " bytes of data; its shape and dtype need ", want);
     }
@@ -435,9 +437,8 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
     const absl::string_view raw = data.substr(e.begin, e.end - e.begin);
     if (e.dtype == DType::kBool) {
       // Any byte but 0 or 1 is not a bool: reading it would be undefined.
-      auto bad = std::find_if(raw.begin(), raw.end(), [](char c) {
-        return c != 0 && c != 1;
-      });
+      auto bad = std::find_if(raw.begin(), raw.end(),
+                              [](char c) { return c != 0 && c != 1; });
       if (bad != raw.end()) {
         return corrupt("tensor '", e.name, "' holds a BOOL byte ",
                        static_cast<int>(static_cast<unsigned char>(*bad)),
@@ -445,7 +446,8 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
       }
     }
     try {
-      Tensor tensor = Tensor::Allocate(e.dtype, TensorShape(absl::MakeConstSpan(e.dims)));
+      Tensor tensor =
+          Tensor::Allocate(e.dtype, TensorShape(absl::MakeConstSpan(e.dims)));
       if (!raw.empty()) std::memcpy(tensor.raw_data(), raw.data(), raw.size());
       contents.tensors.emplace(e.name, std::move(tensor));
     } catch (const std::exception& ex) {

@@ -2,14 +2,14 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <cstdio>
-#include <map>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <system_error>
 #include <utility>
 
@@ -80,8 +80,8 @@ std::optional<std::string> Unquote(absl::string_view value) {
 }
 
 std::string RenderState(const CheckpointState& state) {
-  std::string text = absl::StrCat("model_checkpoint_path: ",
-                                  Quote(state.model_checkpoint_path), "\n");
+  std::string text = absl::StrCat(
+      "model_checkpoint_path: ", Quote(state.model_checkpoint_path), "\n");
   for (const std::string& path : state.all_model_checkpoint_paths) {
     absl::StrAppend(&text, "all_model_checkpoint_paths: ", Quote(path), "\n");
   }
@@ -113,7 +113,8 @@ absl::StatusOr<CheckpointState> ParseState(absl::string_view text,
     size_t colon = line.find(':');
     if (colon == absl::string_view::npos) return corrupt(number, "no ':'");
     absl::string_view key = absl::StripAsciiWhitespace(line.substr(0, colon));
-    absl::string_view value = absl::StripAsciiWhitespace(line.substr(colon + 1));
+    absl::string_view value =
+        absl::StripAsciiWhitespace(line.substr(colon + 1));
     if (key == "model_checkpoint_path" || key == "all_model_checkpoint_paths") {
       std::optional<std::string> s = Unquote(value);
       if (!s || s->empty()) return corrupt(number, "not a quoted path");
@@ -215,9 +216,9 @@ absl::StatusOr<std::string> LatestCheckpoint(const std::string& dir) {
   if (!state.ok()) return state.status();
   std::string prefix = ResolveInDir(dir, state->model_checkpoint_path);
   if (!FileExists(CheckpointFilePath(prefix))) {
-    return absl::NotFoundError(
-        absl::StrCat("the checkpoint state file of '", dir, "' names '",
-                     prefix, "', which does not exist"));
+    return absl::NotFoundError(absl::StrCat("the checkpoint state file of '",
+                                            dir, "' names '", prefix,
+                                            "', which does not exist"));
   }
   return prefix;
 }
@@ -246,11 +247,12 @@ void PendingSave::AddWaiter(Waiter waiter) {
 }
 
 asio::awaitable<absl::StatusOr<std::string>> PendingSave::Wait() {
-  co_return co_await asio::async_initiate<
-      const asio::use_awaitable_t<>&, void(absl::StatusOr<std::string>)>(
+  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&,
+                                          void(absl::StatusOr<std::string>)>(
       [this](auto handler) {
         AddWaiter(detail::PostToHandler<absl::StatusOr<std::string>>(
-            std::move(handler), [](absl::StatusOr<std::string> r) { return r; }));
+            std::move(handler),
+            [](absl::StatusOr<std::string> r) { return r; }));
       },
       asio::use_awaitable);
 }
@@ -289,10 +291,10 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
         "SaverOptions.max_to_keep must be >= 0, got ", options.max_to_keep));
   }
   if (options.keep_checkpoint_every_n_hours <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("SaverOptions.keep_checkpoint_every_n_hours must be "
-                     "positive, got ",
-                     absl::FormatDuration(options.keep_checkpoint_every_n_hours)));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SaverOptions.keep_checkpoint_every_n_hours must be "
+        "positive, got ",
+        absl::FormatDuration(options.keep_checkpoint_every_n_hours)));
   }
   if (options.filename_prefix.empty() ||
       options.filename_prefix.find_first_of("/\\\"\n\r") != std::string::npos) {
@@ -308,7 +310,8 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
     }
   }
   if (variables.empty()) {
-    return absl::InvalidArgumentError("Saver: the graph has no variables to save");
+    return absl::InvalidArgumentError(
+        "Saver: the graph has no variables to save");
   }
   absl::flat_hash_set<Node*> seen;
   for (const Output& v : variables) {
@@ -342,9 +345,9 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
         Output placeholder = ops::Placeholder(
             graph, v.dtype(), v.shape(),
             absl::StrCat(kRestoreValuePrefix, v.node()->name()));
-        Output assigned = ops::Assign(
-            graph, v, placeholder,
-            absl::StrCat(kAssignPrefix, v.node()->name()));
+        Output assigned =
+            ops::Assign(graph, v, placeholder,
+                        absl::StrCat(kAssignPrefix, v.node()->name()));
         value = placeholder.node();
         assign = assigned.node();
       } catch (const StatusError& e) {
@@ -354,9 +357,9 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
     restore_values.emplace_back(value, 0);
     assigns.emplace_back(assign);
   }
-  return std::shared_ptr<Saver>(new Saver(std::move(options), std::move(variables),
-                                          std::move(restore_values),
-                                          std::move(assigns)));
+  return std::shared_ptr<Saver>(
+      new Saver(std::move(options), std::move(variables),
+                std::move(restore_values), std::move(assigns)));
 }
 
 Saver::Saver(SaverOptions options, std::vector<Output> variables,
@@ -370,8 +373,8 @@ Saver::Saver(SaverOptions options, std::vector<Output> variables,
 absl::Status Saver::CheckSnapshot(const std::vector<Tensor>& snapshot) const {
   if (snapshot.size() != variables_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Saver: a snapshot of ", snapshot.size(),
-                     " tensors for ", variables_.size(), " variables"));
+        absl::StrCat("Saver: a snapshot of ", snapshot.size(), " tensors for ",
+                     variables_.size(), " variables"));
   }
   for (size_t i = 0; i < snapshot.size(); ++i) {
     if (snapshot[i].dtype() != variables_[i].dtype() ||
@@ -415,19 +418,19 @@ asio::awaitable<absl::StatusOr<std::shared_ptr<PendingSave>>> Saver::StartSave(
     }
     (void)co_await previous->Wait();
   }
-  asio::post(runtime.executor(), [self = shared_from_this(), mine,
-                                  snapshot = std::move(snapshot),
-                                  dir = std::move(dir), step] {
-    absl::StatusOr<std::string> result;
-    try {
-      result = self->WriteCheckpoint(snapshot, dir, step);
-    } catch (const std::exception& e) {
-      result = absl::InternalError(
-          absl::StrCat("writing the checkpoint for step ", step, " in '", dir,
-                       "' threw: ", e.what()));
-    }
-    mine->Complete(std::move(result));
-  });
+  asio::post(runtime.executor(),
+             [self = shared_from_this(), mine, snapshot = std::move(snapshot),
+              dir = std::move(dir), step] {
+               absl::StatusOr<std::string> result;
+               try {
+                 result = self->WriteCheckpoint(snapshot, dir, step);
+               } catch (const std::exception& e) {
+                 result = absl::InternalError(
+                     absl::StrCat("writing the checkpoint for step ", step,
+                                  " in '", dir, "' threw: ", e.what()));
+               }
+               mine->Complete(std::move(result));
+             });
   co_return mine;
 }
 
@@ -467,14 +470,16 @@ void Saver::AdoptDirectory(const std::string& dir) {
       if (p.parent_path() != std::filesystem::path(dir)) continue;
       name = p.filename().string();
     }
-    absl::Time time = i < state->all_model_checkpoint_timestamps.size()
-                          ? TimeFromUnixSeconds(state->all_model_checkpoint_timestamps[i])
-                          : now;
+    absl::Time time =
+        i < state->all_model_checkpoint_timestamps.size()
+            ? TimeFromUnixSeconds(state->all_model_checkpoint_timestamps[i])
+            : now;
     retained_.push_back({std::move(name), time});
   }
   if (state->last_preserved_timestamp) {
     last_preserved_ = TimeFromUnixSeconds(*state->last_preserved_timestamp);
-    next_preserve_time_ = *last_preserved_ + options_.keep_checkpoint_every_n_hours;
+    next_preserve_time_ =
+        *last_preserved_ + options_.keep_checkpoint_every_n_hours;
   }
 }
 
@@ -483,7 +488,8 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   std::lock_guard lock(write_mu_);
   if (absl::Status s = CheckSnapshot(snapshot); !s.ok()) return s;
   if (dir.empty()) {
-    return absl::InvalidArgumentError("Saver: the checkpoint directory is empty");
+    return absl::InvalidArgumentError(
+        "Saver: the checkpoint directory is empty");
   }
   std::error_code error;
   std::filesystem::create_directories(dir, error);
@@ -507,7 +513,8 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   std::vector<absl::string_view> pieces{file->header};
   for (const Tensor& t : file->data) {
     if (t.TotalBytes() > 0) {
-      pieces.emplace_back(static_cast<const char*>(t.raw_data()), t.TotalBytes());
+      pieces.emplace_back(static_cast<const char*>(t.raw_data()),
+                          t.TotalBytes());
     }
   }
   const std::string name = absl::StrCat(options_.filename_prefix, "-", step);
@@ -540,7 +547,8 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
     state.all_model_checkpoint_paths.push_back(r.name);
     state.all_model_checkpoint_timestamps.push_back(UnixSecondsOf(r.time));
   }
-  if (last_preserved_) state.last_preserved_timestamp = UnixSecondsOf(*last_preserved_);
+  if (last_preserved_)
+    state.last_preserved_timestamp = UnixSecondsOf(*last_preserved_);
   if (absl::Status s = WriteFileAtomically(JoinPath(dir, kStateFileName),
                                            RenderState(state));
       !s.ok()) {
@@ -550,7 +558,8 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   for (const std::string& old : doomed) {
     absl::Status s =
         RemoveFileIfExists(JoinPath(dir, absl::StrCat(old, kFileSuffix)));
-    if (!s.ok()) Warn(absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
+    if (!s.ok())
+      Warn(absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
   }
   return JoinPath(dir, name);
 }
@@ -560,10 +569,11 @@ absl::Status Saver::RestoreFrom(const std::string& file,
                                 RunArgs& args) const {
   auto step = contents.metadata.find(std::string(kGlobalStepKey));
   int64_t unused;
-  if (step == contents.metadata.end() || !absl::SimpleAtoi(step->second, &unused)) {
-    return absl::DataLossError(absl::StrCat(
-        "corrupt checkpoint file '", file,
-        "': __metadata__ has no integer global_step"));
+  if (step == contents.metadata.end() ||
+      !absl::SimpleAtoi(step->second, &unused)) {
+    return absl::DataLossError(
+        absl::StrCat("corrupt checkpoint file '", file,
+                     "': __metadata__ has no integer global_step"));
   }
   for (size_t i = 0; i < variables_.size(); ++i) {
     const Output& v = variables_[i];
@@ -575,9 +585,10 @@ absl::Status Saver::RestoreFrom(const std::string& file,
     }
     const Tensor& value = it->second;
     if (value.dtype() != v.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable '", name, "' is ", DTypeName(v.dtype()), " but checkpoint '",
-          file, "' holds a ", DTypeName(value.dtype()), " tensor for it"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("variable '", name, "' is ", DTypeName(v.dtype()),
+                       " but checkpoint '", file, "' holds a ",
+                       DTypeName(value.dtype()), " tensor for it"));
     }
     if (!v.shape().IsCompatibleWith(value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -613,7 +624,8 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
   std::vector<std::string> candidates{state->model_checkpoint_path};
   for (auto it = state->all_model_checkpoint_paths.rbegin();
        it != state->all_model_checkpoint_paths.rend(); ++it) {
-    if (std::find(candidates.begin(), candidates.end(), *it) == candidates.end()) {
+    if (std::find(candidates.begin(), candidates.end(), *it) ==
+        candidates.end()) {
       candidates.push_back(*it);
     }
   }
@@ -626,9 +638,8 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     absl::Status checked = contents.status();
     if (checked.ok()) checked = RestoreFrom(file, *contents, args);
     if (absl::IsDataLoss(checked) || absl::IsNotFound(contents.status())) {
-      Warn(absl::StrCat("cannot restore checkpoint '", prefix,
-                        "': ", checked.ToString(),
-                        "; trying the one before it"));
+      Warn(absl::StrCat("cannot restore checkpoint '", prefix, "': ",
+                        checked.ToString(), "; trying the one before it"));
       failures.push_back(checked.ToString());
       continue;
     }
@@ -643,16 +654,14 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     co_return prefix;
   }
   co_return absl::DataLossError(
-      absl::StrCat("no checkpoint of '", dir, "' can be restored: ",
-                   absl::StrJoin(failures, "; ")));
+      absl::StrCat("no checkpoint of '", dir,
+                   "' can be restored: ", absl::StrJoin(failures, "; ")));
 }
 
 std::function<asio::awaitable<absl::StatusOr<bool>>(Session&)>
 MakeRestoreFunction(std::shared_ptr<Saver> saver, std::string checkpoint_dir) {
-  return [saver = std::move(saver),
-          dir = std::move(checkpoint_dir)](Session& session) {
-    return RestoreIfAny(saver, dir, &session);
-  };
+  return [saver = std::move(saver), dir = std::move(checkpoint_dir)](
+             Session& session) { return RestoreIfAny(saver, dir, &session); };
 }
 
 }  // namespace cosession

@@ -187,9 +187,9 @@ class Saver : public std::enable_shared_from_this<Saver> {
 
   // Writes the checkpoint now, on the calling thread (what StartSave runs on
   // the pool; also for tools and tests). Returns the path prefix.
-  absl::StatusOr<std::string> WriteCheckpoint(const std::vector<Tensor>& snapshot,
-                                              const std::string& dir,
-                                              int64_t step);
+  absl::StatusOr<std::string> WriteCheckpoint(
+      const std::vector<Tensor>& snapshot, const std::string& dir,
+      int64_t step);
 
   // Assigns every variable from the checkpoint `checkpoint` (a path prefix
   // or a .safetensors path). Errors as in the top comment; nothing is

@@ -11,13 +11,12 @@
 // plus a random delay of up to a few milliseconds (randomising where in a
 // save the crash lands, not ordering events).
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdio>
@@ -76,7 +75,8 @@ TEST(CheckpointCrashChild, SavesCheckpointsUntilKilled) {
   const char* dir = std::getenv(kDirEnv);
   const char* fd_text = std::getenv(kFdEnv);
   if (dir == nullptr || fd_text == nullptr) {
-    GTEST_SKIP() << "the child of CheckpointCrash; runs only when spawned by it";
+    GTEST_SKIP()
+        << "the child of CheckpointCrash; runs only when spawned by it";
   }
   int fd = std::atoi(fd_text);
   CrashModel model;
@@ -88,7 +88,8 @@ TEST(CheckpointCrashChild, SavesCheckpointsUntilKilled) {
     ASSERT_TRUE(file.ok()) << file.status();
     ASSERT_TRUE(absl::SimpleAtoi(file->metadata.at("global_step"), &step));
   }
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < give_up) {
     ++step;
     Report(fd, 'S', step);
@@ -171,7 +172,8 @@ void ExpectLatestCheckpointIsWhole(const std::string& dir, int64_t last_done,
   ASSERT_TRUE(file.ok()) << "after kill " << kill << ": " << file.status();
   int64_t step = -1;
   ASSERT_TRUE(absl::SimpleAtoi(file->metadata.at("global_step"), &step));
-  EXPECT_GE(step, last_done) << "a finished save was lost (kill " << kill << ")";
+  EXPECT_GE(step, last_done)
+      << "a finished save was lost (kill " << kill << ")";
   EXPECT_EQ(file->tensors.at("global_step").scalar<int64_t>(), step);
   for (float x : file->tensors.at("w").flat<float>()) {
     ASSERT_EQ(x, static_cast<float>(step)) << "kill " << kill;
@@ -182,14 +184,16 @@ void ExpectLatestCheckpointIsWhole(const std::string& dir, int64_t last_done,
 }
 
 TEST(CheckpointCrash, LatestCheckpointAlwaysLoadsAfterSigkillAtRandomInstants) {
-  std::string templ = (fs::temp_directory_path() / "ckpt_crash.XXXXXX").string();
+  std::string templ =
+      (fs::temp_directory_path() / "ckpt_crash.XXXXXX").string();
   const std::string dir = ::mkdtemp(templ.data());
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
   LineReader reader(fds[0]);
   std::mt19937 rng(20261130);
   constexpr int kKills = 60;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(45);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(45);
   int kills = 0;
   int64_t last_done = 0;
   int64_t saves_started = 0;

@@ -69,8 +69,8 @@ class CountingListener : public CheckpointSaverListener {
     ++counts["after_save"];
     saved_steps.push_back(step);
     if (!dir.empty()) {
-      auto file = ReadSafetensorsFile(absl::StrCat(dir, "/model.ckpt-", step,
-                                                   ".safetensors"));
+      auto file = ReadSafetensorsFile(
+          absl::StrCat(dir, "/model.ckpt-", step, ".safetensors"));
       if (!file.ok()) problems.push_back(file.status().ToString());
     }
     co_return ask_for_stop;
@@ -90,9 +90,9 @@ struct TrainGraph {
     step = GetOrCreateGlobalStep(g);
     w = ops::Variable(g, Tensor::Scalar<float>(0), "w");
     auto one = ops::Const(g, int64_t{1});
-    train = ops::Group(g, {Operation(ops::AssignAdd(g, step, one).node()),
-                           Operation(ops::AssignAdd(g, w, ops::Const(g, 0.5f))
-                                         .node())});
+    train = ops::Group(
+        g, {Operation(ops::AssignAdd(g, step, one).node()),
+            Operation(ops::AssignAdd(g, w, ops::Const(g, 0.5f)).node())});
   }
   RunArgs Train() const { return {.targets = {train}}; }
   Graph g;
@@ -108,7 +108,8 @@ MonitoredSessionOptions TestOptions() {
   return options;
 }
 
-std::shared_ptr<CheckpointSaverHook> MakeHook(CheckpointSaverHookOptions options) {
+std::shared_ptr<CheckpointSaverHook> MakeHook(
+    CheckpointSaverHookOptions options) {
   auto hook = CheckpointSaverHook::Create(std::move(options));
   EXPECT_TRUE(hook.ok()) << hook.status();
   return hook.ok() ? *hook : nullptr;
@@ -118,9 +119,9 @@ asio::awaitable<std::unique_ptr<MonitoredSession>> Start(
     Graph& g, std::shared_ptr<CheckpointSaverHook> hook,
     std::shared_ptr<SessionCreator> creator = nullptr) {
   MonitoredSession::Hooks hooks{hook};
-  auto created = co_await MonitoredSession::Create(
-      g, std::move(hooks), std::move(creator), TestOptions(),
-      asio::use_awaitable);
+  auto created =
+      co_await MonitoredSession::Create(g, std::move(hooks), std::move(creator),
+                                        TestOptions(), asio::use_awaitable);
   if (!created.ok()) {
     ADD_FAILURE() << "Create failed: " << created.status();
     co_return nullptr;
@@ -157,7 +158,8 @@ CO_TEST(CheckpointSaverHook, SaveStepsSavesAtCreationThenEveryNSteps) {
   EXPECT_EQ(co_await LatestSavedStep(*hook), 0);  // at session creation
   std::vector<int64_t> latest;
   for (int i = 0; i < 5; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     latest.push_back(co_await LatestSavedStep(*hook));
   }
   EXPECT_EQ(latest, (std::vector<int64_t>{0, 2, 2, 4, 4}));
@@ -178,7 +180,8 @@ CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {
   std::vector<int64_t> latest;
   for (double at : {0.5, 2.5, 2.6, 2.7, 10.0}) {
     clock.Set(absl::UnixEpoch() + absl::Hours(1) + absl::Seconds(at));
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     latest.push_back(co_await LatestSavedStep(*hook));
   }
   EXPECT_EQ(latest, (std::vector<int64_t>{0, 2, 2, 2, 5}));
@@ -196,7 +199,8 @@ CO_TEST(CheckpointSaverHook, EndSavesTheLastStepWhenTheLastSaveIsOlder) {
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   EXPECT_EQ(co_await LatestSavedStep(*hook), 0);
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
@@ -212,16 +216,18 @@ CO_TEST(CheckpointSaverHook, ListenerCountsMatchTensorFlowWithSaveStepsOne) {
   TrainGraph graph;
   auto first = std::make_shared<CountingListener>();
   auto second = std::make_shared<CountingListener>();
-  auto hook = MakeHook(
-      {.checkpoint_dir = dir.path(), .save_steps = 1, .listeners = {first, second}});
+  auto hook = MakeHook({.checkpoint_dir = dir.path(),
+                        .save_steps = 1,
+                        .listeners = {first, second}});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
-  const Counts expected{{"begin", 1}, {"before_save", 3}, {"after_save", 3},
-                        {"end", 1}};
+  const Counts expected{
+      {"begin", 1}, {"before_save", 3}, {"after_save", 3}, {"end", 1}};
   EXPECT_EQ(first->counts, expected);
   EXPECT_EQ(second->counts, expected);
   EXPECT_EQ(first->saved_steps, (std::vector<int64_t>{0, 1, 2}));
@@ -240,13 +246,14 @@ CO_TEST(CheckpointSaverHook, SaveSecsCallsListenersAtCreationAndEnd) {
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
-  EXPECT_EQ(listener->counts, (Counts{{"begin", 1},
-                                      {"before_save", 2},
-                                      {"after_save", 2},
-                                      {"end", 1}}));
+  EXPECT_EQ(
+      listener->counts,
+      (Counts{
+          {"begin", 1}, {"before_save", 2}, {"after_save", 2}, {"end", 1}}));
 }
 
 CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
@@ -259,7 +266,8 @@ CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 4; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(listener->saved_steps, (std::vector<int64_t>{0, 1, 2, 3, 4}));
@@ -268,7 +276,8 @@ CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
 
 // ---- stop requests (TF: test_listener_stops_training_in_after_save)
 
-CO_TEST(CheckpointSaverHook, AfterSaveAskingToStopStopsTheSessionWithWaitForWrite) {
+CO_TEST(CheckpointSaverHook,
+        AfterSaveAskingToStopStopsTheSessionWithWaitForWrite) {
   TempDir dir;
   TrainGraph graph;
   auto listener = std::make_shared<CountingListener>();
@@ -294,8 +303,9 @@ CO_TEST(CheckpointSaverHook, AfterSaveAskingToStopStopsTheStepThatDeliversIt) {
   TempDir dir;
   TrainGraph graph;
   auto listener = std::make_shared<CountingListener>();
-  auto hook = MakeHook(
-      {.checkpoint_dir = dir.path(), .save_steps = 10, .listeners = {listener}});
+  auto hook = MakeHook({.checkpoint_dir = dir.path(),
+                        .save_steps = 10,
+                        .listeners = {listener}});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
   CO_ASSERT_OK(co_await hook->saver()->WaitForPendingSave());
@@ -316,7 +326,8 @@ CO_TEST(CheckpointSaverHook, ARestartedSessionResumesAtTheSavedGlobalStep) {
     auto ms = co_await Start(graph.g, hook);
     CO_ASSERT_TRUE(ms != nullptr);
     for (int i = 0; i < 3; ++i) {
-      CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+      CO_ASSERT_OK(
+          (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     }
     CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));  // saves step 3
   }
@@ -355,8 +366,9 @@ TEST(CheckpointSaverHook, BadOptionsAreInvalidArgumentNamingThem) {
   auto no_dir = CheckpointSaverHook::Create({.save_steps = 1});
   EXPECT_EQ(no_dir.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(no_dir.status().message(), "checkpoint_dir"));
-  auto both = CheckpointSaverHook::Create(
-      {.checkpoint_dir = "/tmp/x", .save_secs = absl::Seconds(1), .save_steps = 1});
+  auto both = CheckpointSaverHook::Create({.checkpoint_dir = "/tmp/x",
+                                           .save_secs = absl::Seconds(1),
+                                           .save_steps = 1});
   EXPECT_EQ(both.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(both.status().message(), "save_secs"));
   auto neither = CheckpointSaverHook::Create({.checkpoint_dir = "/tmp/x"});

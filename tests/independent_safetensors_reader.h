@@ -50,8 +50,8 @@ inline MiniFile ReadIndependently(const std::string& bytes) {
     return file;
   }
   for (int i = 7; i >= 0; --i) {
-    file.header_length = (file.header_length << 8) |
-                         static_cast<unsigned char>(bytes[i]);
+    file.header_length =
+        (file.header_length << 8) | static_cast<unsigned char>(bytes[i]);
   }
   if (file.header_length > bytes.size() - 8) {
     ADD_FAILURE() << "header length past the end";
@@ -65,7 +65,8 @@ inline MiniFile ReadIndependently(const std::string& bytes) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (auto& [name, value] : json.items()) {
     if (name == "__metadata__") {
-      for (auto& [k, v] : value.items()) file.metadata[k] = v.get<std::string>();
+      for (auto& [k, v] : value.items())
+        file.metadata[k] = v.get<std::string>();
       continue;
     }
     MiniTensor t;

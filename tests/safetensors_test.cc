@@ -30,7 +30,8 @@ std::vector<std::pair<std::string, Tensor>> SampleTensors() {
   flags.mutable_flat<bool>()[1] = false;
   flags.mutable_flat<bool>()[2] = true;
   return {
-      {"w", Tensor::FromVector<float>({1.5f, -2, 3, 4, 5, 6}, TensorShape{2, 3})},
+      {"w",
+       Tensor::FromVector<float>({1.5f, -2, 3, 4, 5, 6}, TensorShape{2, 3})},
       {"b", Tensor::FromVector<double>({0.25, -0.5, 1e300})},
       {"n", Tensor::Scalar<int32_t>(-7)},
       {"global_step", Tensor::Scalar<int64_t>(123456789012345)},
@@ -53,9 +54,9 @@ std::string HandMadeFile(const std::string& tensors_json,
   if (metadata_json.empty()) {
     metadata_json = absl::StrCat(R"({"crc32c":")", Crc32c(data), R"("})");
   }
-  std::string header = absl::StrCat("{", tensors_json,
-                                    tensors_json.empty() ? "" : ",",
-                                    R"("__metadata__":)", metadata_json, "}");
+  std::string header =
+      absl::StrCat("{", tensors_json, tensors_json.empty() ? "" : ",",
+                   R"("__metadata__":)", metadata_json, "}");
   header.append((8 - header.size() % 8) % 8, ' ');
   uint64_t n = header.size();
   std::string bytes(8, '\0');
@@ -166,8 +167,8 @@ TEST(Safetensors, FlippedHeaderBytesAreDataLoss) {
   std::memcpy(&n, good.data(), 8);
   const std::string header = good.substr(8, n);
   // The opening brace, a quote, a digit of the data offsets.
-  for (size_t at : {header.find('{'), header.find('"'),
-                    header.find("data_offsets") + 16}) {
+  for (size_t at :
+       {header.find('{'), header.find('"'), header.find("data_offsets") + 16}) {
     std::string bytes = good;
     bytes[8 + at] ^= 0x01;
     auto parsed = ParseSafetensors(bytes, kSource);

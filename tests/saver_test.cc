@@ -34,7 +34,8 @@ using testing::TestRuntime;
 class TempDir {
  public:
   TempDir() {
-    std::string templ = (fs::temp_directory_path() / "saver_test.XXXXXX").string();
+    std::string templ =
+        (fs::temp_directory_path() / "saver_test.XXXXXX").string();
     path_ = ::mkdtemp(templ.data());
   }
   ~TempDir() {
@@ -55,13 +56,14 @@ class TempDir {
 struct Model {
   Model() {
     step = GetOrCreateGlobalStep(g);
-    w = ops::Variable(g, Tensor::FromVector<float>({1, 2, 3, 4, 5, 6},
-                                                   TensorShape{2, 3}),
-                      "w");
+    w = ops::Variable(
+        g, Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, TensorShape{2, 3}),
+        "w");
     b = ops::Variable(g, Tensor::FromVector<double>({0.5, 1.5, 2.5}), "b");
     n = ops::Variable(g, Tensor::Scalar<int32_t>(7), "n");
     flag = ops::Variable(g, Tensor::Scalar<bool>(true), "flag");
-    step_value = ops::Placeholder(g, DType::kInt64, TensorShape{}, "step_value");
+    step_value =
+        ops::Placeholder(g, DType::kInt64, TensorShape{}, "step_value");
     set_step = ops::Assign(g, step, step_value);
     w_value = ops::Placeholder(g, DType::kFloat, TensorShape{2, 3}, "w_value");
     set_w = ops::Assign(g, w, w_value);
@@ -71,9 +73,9 @@ struct Model {
 };
 
 Tensor Floats(float base) {
-  return Tensor::FromVector<float>({base, base + 1, base + 2, base + 3,
-                                    base + 4, base + 5},
-                                   TensorShape{2, 3});
+  return Tensor::FromVector<float>(
+      {base, base + 1, base + 2, base + 3, base + 4, base + 5},
+      TensorShape{2, 3});
 }
 
 // A session with the variables initialised.
@@ -87,15 +89,16 @@ asio::awaitable<std::unique_ptr<Session>> NewSession(Graph& g) {
 
 asio::awaitable<absl::Status> SetState(Session& session, Model& m, int64_t step,
                                        float w_base) {
-  RunArgs args{.targets = {Operation(m.set_step.node()),
-                           Operation(m.set_w.node())},
-               .feeds = {{m.step_value, Tensor::Scalar<int64_t>(step)},
-                         {m.w_value, Floats(w_base)}}};
+  RunArgs args{
+      .targets = {Operation(m.set_step.node()), Operation(m.set_w.node())},
+      .feeds = {{m.step_value, Tensor::Scalar<int64_t>(step)},
+                {m.w_value, Floats(w_base)}}};
   co_return (co_await session.Run(std::move(args), asio::use_awaitable))
       .status();
 }
 
-asio::awaitable<std::pair<int64_t, float>> GetState(Session& session, Model& m) {
+asio::awaitable<std::pair<int64_t, float>> GetState(Session& session,
+                                                    Model& m) {
   RunArgs args{.fetches = {m.step, m.w}};
   auto values = co_await session.Run(std::move(args), asio::use_awaitable);
   EXPECT_TRUE(values.ok()) << values.status();
@@ -173,7 +176,8 @@ TEST(Saver, LatestCheckpointOfAnEmptyDirectoryIsNotFound) {
 
 TEST(Saver, CorruptStateFileIsDataLossNamingIt) {
   TempDir dir;
-  ASSERT_TRUE(WriteFileAtomically(dir / "checkpoint", "model_checkpoint_path ").ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(dir / "checkpoint", "model_checkpoint_path ").ok());
   auto latest = LatestCheckpoint(dir.path());
   EXPECT_EQ(latest.status().code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(latest.status().message(), dir / "checkpoint"));
@@ -217,7 +221,8 @@ CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpoint) {
     CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), step)).status());
   }
   for (int step = 1; step <= 7; ++step) {
-    EXPECT_TRUE(fs::exists(dir / absl::StrCat("model.ckpt-", step, ".safetensors")));
+    EXPECT_TRUE(
+        fs::exists(dir / absl::StrCat("model.ckpt-", step, ".safetensors")));
   }
 }
 
@@ -444,8 +449,8 @@ TEST(Saver, BadOptionsAreInvalidArgumentNamingTheOption) {
   EXPECT_TRUE(absl::StrContains(slash.status().message(), "filename_prefix"));
   auto hours = Saver::Create(
       m.g, {.keep_checkpoint_every_n_hours = absl::ZeroDuration()});
-  EXPECT_TRUE(
-      absl::StrContains(hours.status().message(), "keep_checkpoint_every_n_hours"));
+  EXPECT_TRUE(absl::StrContains(hours.status().message(),
+                                "keep_checkpoint_every_n_hours"));
   auto not_variable = Saver::Create(m.g, {.variables = {m.step_value}});
   EXPECT_EQ(not_variable.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -485,7 +490,8 @@ CO_TEST(Saver, StartSaveReturnsBeforeTheWriteWhichRunsOnThePool) {
   // A one-thread pool kept busy until the test lets it go.
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(), [release] { release->WaitFor(std::chrono::seconds(15)); });
+  asio::post(pool.executor(),
+             [release] { release->WaitFor(std::chrono::seconds(15)); });
   auto started = co_await saver->StartSave(pool, *snapshot, dir.path(), 8);
   CO_ASSERT_OK(started.status());
   EXPECT_FALSE((*started)->done());
@@ -506,7 +512,8 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
   CO_ASSERT_OK(snapshot.status());
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(), [release] { release->WaitFor(std::chrono::seconds(15)); });
+  asio::post(pool.executor(),
+             [release] { release->WaitFor(std::chrono::seconds(15)); });
   auto first = co_await saver->StartSave(pool, *snapshot, dir.path(), 1);
   CO_ASSERT_OK(first.status());
   auto second_started = std::make_shared<bool>(false);
@@ -520,12 +527,14 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
   asio::co_spawn(co_await asio::this_coro::executor, second(),
                  [done](std::exception_ptr) { done->Notify(); });
   for (int i = 0; i < 20; ++i) {
-    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_await asio::post(co_await asio::this_coro::executor,
+                        asio::use_awaitable);
   }
   EXPECT_FALSE(*second_started);
   release->Notify();
   while (!*second_started) {
-    co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+    co_await asio::post(co_await asio::this_coro::executor,
+                        asio::use_awaitable);
   }
   CO_ASSERT_OK(co_await saver->WaitForPendingSave());
   auto state = ReadCheckpointState(dir.path());
