@@ -9,8 +9,8 @@
 //   MonitoredSession::Create(graph, {*hook}, std::make_shared<
 //       ChiefSessionCreator>(scaffold), options, asio::use_awaitable);
 //
-// TensorFlow's behaviour, kept (its basic_session_run_hooks_test.py passes
-// here as tests/checkpoint_saver_hook_test.cc):
+// TensorFlow's behaviour, kept (basic_session_run_hooks_test.py's trigger
+// steps and listener counts are ported in tests/checkpoint_saver_hook_test.cc):
 //   * Begin: finds the global step (NotFound from Begin when the graph has
 //     none), creates the Saver unless one was given (so it runs before the
 //     graph is finalized), calls every listener's Begin.
