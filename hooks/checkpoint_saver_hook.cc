@@ -1,0 +1,220 @@
+#include "hooks/checkpoint_saver_hook.h"
+
+#include <boost/asio/use_awaitable.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops.h"
+
+namespace cosession {
+namespace {
+
+namespace asio = boost::asio;
+
+asio::awaitable<absl::StatusOr<bool>> RestoreWithHookSaver(
+    std::shared_ptr<CheckpointSaverHook> hook, Session* session) {
+  if (!hook->saver()) {
+    co_return absl::FailedPreconditionError(
+        "CheckpointSaverHook restore function called before the hook's Begin "
+        "created its Saver");
+  }
+  auto restore = MakeRestoreFunction(hook->saver(), hook->checkpoint_dir());
+  co_return co_await restore(*session);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ listener
+
+absl::Status CheckpointSaverListener::Begin(Graph&) { return absl::OkStatus(); }
+asio::awaitable<absl::Status> CheckpointSaverListener::BeforeSave(Session&,
+                                                                  int64_t) {
+  co_return absl::OkStatus();
+}
+asio::awaitable<absl::StatusOr<bool>> CheckpointSaverListener::AfterSave(
+    Session&, int64_t) {
+  co_return false;
+}
+asio::awaitable<absl::Status> CheckpointSaverListener::End(Session&, int64_t) {
+  co_return absl::OkStatus();
+}
+
+// ------------------------------------------------------------ hook
+
+absl::StatusOr<std::shared_ptr<CheckpointSaverHook>>
+CheckpointSaverHook::Create(CheckpointSaverHookOptions options) {
+  if (options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "CheckpointSaverHookOptions.checkpoint_dir must be set");
+  }
+  for (const auto& listener : options.listeners) {
+    if (!listener) {
+      return absl::InvalidArgumentError(
+          "CheckpointSaverHookOptions.listeners holds a null listener");
+    }
+  }
+  Clock& clock = options.clock ? *options.clock : SystemClock();
+  absl::StatusOr<SecondOrStepTimer> timer =
+      SecondOrStepTimer::Create(options.save_secs, options.save_steps, clock);
+  if (!timer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CheckpointSaverHookOptions.save_secs/save_steps: ",
+                     timer.status().message()));
+  }
+  if (!options.saver_options.clock) options.saver_options.clock = &clock;
+  return std::shared_ptr<CheckpointSaverHook>(
+      new CheckpointSaverHook(std::move(options), *std::move(timer)));
+}
+
+CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options,
+                                         SecondOrStepTimer timer)
+    : options_(std::move(options)),
+      timer_(std::move(timer)),
+      saver_(options_.saver) {}
+
+absl::Status CheckpointSaverHook::Begin(Graph& graph) {
+  absl::StatusOr<Output> global_step = GetGlobalStep(graph);
+  if (!global_step.ok()) {
+    return absl::Status(
+        global_step.status().code(),
+        absl::StrCat("CheckpointSaverHook needs a global step: ",
+                     global_step.status().message()));
+  }
+  global_step_ = *global_step;
+  // A second Begin on the same graph keeps the Saver it made.
+  if (!options_.saver && saver_graph_ != &graph) {
+    absl::StatusOr<std::shared_ptr<Saver>> saver =
+        Saver::Create(graph, options_.saver_options);
+    if (!saver.ok()) return saver.status();
+    saver_ = *std::move(saver);
+    saver_graph_ = &graph;
+  }
+  for (const auto& listener : options_.listeners) {
+    if (absl::Status s = listener->Begin(graph); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+asio::awaitable<absl::StatusOr<std::vector<Tensor>>>
+CheckpointSaverHook::ReadSnapshot(Session& session) {
+  RunArgs args{.fetches = {global_step_}};
+  args.fetches.insert(args.fetches.end(), saver_->variables().begin(),
+                      saver_->variables().end());
+  co_return co_await session.Run(std::move(args), asio::use_awaitable);
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::Deliver(
+    Session& session, SessionRunContext* context) {
+  if (!undelivered_) co_return absl::OkStatus();
+  std::shared_ptr<PendingSave> save = std::move(undelivered_);
+  undelivered_.reset();
+  absl::StatusOr<std::string> written = co_await save->Wait();
+  if (!written.ok()) co_return written.status();
+  bool stop = false;
+  for (const auto& listener : options_.listeners) {
+    absl::StatusOr<bool> asked =
+        co_await listener->AfterSave(session, save->step());
+    if (!asked.ok()) co_return asked.status();
+    stop = stop || *asked;
+  }
+  if (stop && context != nullptr) context->RequestStop();
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::DeliverIfDone(
+    Session& session, SessionRunContext* context) {
+  if (!undelivered_ || !undelivered_->done()) co_return absl::OkStatus();
+  co_return co_await Deliver(session, context);
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::Save(
+    Session& session, int64_t step, std::vector<Tensor> snapshot,
+    SessionRunContext* context) {
+  // One save at a time: the previous one's AfterSave comes first.
+  if (absl::Status s = co_await Deliver(session, context); !s.ok()) co_return s;
+  for (const auto& listener : options_.listeners) {
+    if (absl::Status s = co_await listener->BeforeSave(session, step);
+        !s.ok()) {
+      co_return s;
+    }
+  }
+  // snapshot[0] is the global step; the rest are the Saver's variables.
+  snapshot.erase(snapshot.begin());
+  absl::StatusOr<std::shared_ptr<PendingSave>> started =
+      co_await saver_->StartSave(session.runtime(), std::move(snapshot),
+                                 options_.checkpoint_dir, step);
+  if (!started.ok()) co_return started.status();
+  undelivered_ = *std::move(started);
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::AfterCreateSession(
+    Session& session, Coordinator&) {
+  absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
+  if (!snapshot.ok()) co_return snapshot.status();
+  const int64_t step = (*snapshot)[0].scalar<int64_t>();
+  // TF: "The checkpoint saved here is the state at step global_step".
+  absl::Status s = co_await Save(session, step, *std::move(snapshot), nullptr);
+  timer_.UpdateLastTriggeredStep(step);
+  co_return s;
+}
+
+asio::awaitable<absl::StatusOr<SessionRunArgs>> CheckpointSaverHook::BeforeRun(
+    SessionRunContext& context) {
+  if (absl::Status s = co_await DeliverIfDone(context.session(), &context);
+      !s.ok()) {
+    co_return s;
+  }
+  co_return SessionRunArgs{.fetches = {global_step_}};
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::AfterRun(
+    SessionRunContext& context, const SessionRunValues& values) {
+  Session& session = context.session();
+  if (absl::Status s = co_await DeliverIfDone(session, &context); !s.ok()) {
+    co_return s;
+  }
+  const int64_t stale_step = values.results.at(0).scalar<int64_t>();
+  if (!timer_.ShouldTriggerForStep(stale_step + 1)) co_return absl::OkStatus();
+  // The real step after the train op, with the variables of that step.
+  absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
+  if (!snapshot.ok()) co_return snapshot.status();
+  const int64_t step = (*snapshot)[0].scalar<int64_t>();
+  if (!timer_.ShouldTriggerForStep(step)) co_return absl::OkStatus();
+  timer_.UpdateLastTriggeredStep(step);
+  if (absl::Status s =
+          co_await Save(session, step, *std::move(snapshot), &context);
+      !s.ok()) {
+    co_return s;
+  }
+  if (options_.wait_for_write) co_return co_await Deliver(session, &context);
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> CheckpointSaverHook::End(Session& session) {
+  absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
+  if (!snapshot.ok()) co_return snapshot.status();
+  const int64_t step = (*snapshot)[0].scalar<int64_t>();
+  absl::Status status;
+  if (timer_.last_triggered_step() != step) {
+    timer_.UpdateLastTriggeredStep(step);
+    status = co_await Save(session, step, *std::move(snapshot), nullptr);
+  }
+  // The last write must be on disk before the session is gone.
+  absl::Status delivered = co_await Deliver(session, nullptr);
+  if (status.ok()) status = delivered;
+  for (const auto& listener : options_.listeners) {
+    absl::Status s = co_await listener->End(session, step);
+    if (status.ok()) status = s;
+  }
+  co_return status;
+}
+
+std::function<asio::awaitable<absl::StatusOr<bool>>(Session&)>
+MakeRestoreFunction(std::shared_ptr<CheckpointSaverHook> hook) {
+  return [hook = std::move(hook)](Session& session) {
+    return RestoreWithHookSaver(hook, &session);
+  };
+}
+
+}  // namespace cosession

@@ -1,0 +1,163 @@
+// CheckpointSaverHook: saves checkpoints every N steps or seconds, once the
+// session is created, and at the end, as TensorFlow 1.x's
+// tf.train.CheckpointSaverHook; CheckpointSaverListener: code run around
+// each save.
+//
+//   auto hook = CheckpointSaverHook::Create({.checkpoint_dir = "/ckpt",
+//                                            .save_steps = 1000});
+//   Scaffold scaffold{.restore = MakeRestoreFunction(*hook)};  // resume
+//   MonitoredSession::Create(graph, {*hook}, std::make_shared<
+//       ChiefSessionCreator>(scaffold), options, asio::use_awaitable);
+//
+// TensorFlow's behaviour, kept (basic_session_run_hooks_test.py's trigger
+// steps and listener counts are ported in tests/checkpoint_saver_hook_test.cc):
+//   * Begin: finds the global step (NotFound from Begin when the graph has
+//     none), creates the Saver unless one was given (so it runs before the
+//     graph is finalized), calls every listener's Begin.
+//   * AfterCreateSession (also after each recovery): saves the checkpoint of
+//     the current (restored or initial) step and marks that step triggered.
+//   * BeforeRun fetches the global step. AfterRun: when the timer would
+//     trigger for that step + 1, reads the global step and the variables in
+//     one run; if the timer triggers for the step read, saves it.
+//   * End: saves when the last saved step is not the current one, then calls
+//     every listener's End.
+//   * A save: every listener's BeforeSave, the write, every listener's
+//     AfterSave; an AfterSave that returns true asks the session to stop
+//     (ShouldStop() becomes true after the step in which AfterSave ran).
+//
+// Where this differs, and why:
+//   * The write runs on the Runtime's pool while training goes on (see
+//     hooks/saver.h: at most one write in flight; a save waits for the one
+//     before it). So AfterSave, which promises a finished file, runs once the
+//     write has finished: at the first BeforeRun/AfterRun that finds it done,
+//     at the next save, or at End -- whichever comes first. Set
+//     wait_for_write for TensorFlow's timing (AfterRun waits for the write
+//     and AfterSave runs in the same step). An AfterSave run from
+//     AfterCreateSession or End cannot stop anything (TF ignores it there
+//     too).
+//   * The snapshot is read in its own run right after the step, together
+//     with the global step it is saved under: variables fetched in the
+//     training step itself could be read before or after that step's updates
+//     (nothing orders a read against an Assign in one run), so a checkpoint
+//     could mix steps. Reading a variable shares its buffer: no copy.
+//   * A failed write surfaces as the error of the hook call that delivers
+//     it (the next BeforeRun/AfterRun, save or End), as TF's save raises.
+//
+// Thread safety: a hook belongs to one MonitoredSession at a time, which
+// never calls it concurrently; listeners are called in order, one at a time.
+#ifndef COSESSION_HOOKS_CHECKPOINT_SAVER_HOOK_H_
+#define COSESSION_HOOKS_CHECKPOINT_SAVER_HOOK_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "async/session_run_hook.h"
+#include "hooks/clock.h"
+#include "hooks/saver.h"
+#include "hooks/second_or_step_timer.h"
+
+namespace cosession {
+
+// Code run around the saves of a CheckpointSaverHook (TF's
+// CheckpointSaverListener). Every method has a no-op default.
+class CheckpointSaverListener {
+ public:
+  virtual ~CheckpointSaverListener() = default;
+  // In the hook's Begin, before the graph is finalized; may add ops.
+  virtual absl::Status Begin(Graph& graph);
+  // Before the snapshot of `step` is handed to the writer.
+  virtual boost::asio::awaitable<absl::Status> BeforeSave(Session& session,
+                                                          int64_t step);
+  // Once the checkpoint of `step` is on disk; true asks the session to stop.
+  virtual boost::asio::awaitable<absl::StatusOr<bool>> AfterSave(
+      Session& session, int64_t step);
+  // In the hook's End, after the last save finished.
+  virtual boost::asio::awaitable<absl::Status> End(Session& session,
+                                                   int64_t step);
+};
+
+struct CheckpointSaverHookOptions {
+  std::string checkpoint_dir;  // required
+  // Exactly one of the two.
+  std::optional<absl::Duration> save_secs;
+  std::optional<int64_t> save_steps;
+  // Null = a Saver created in Begin with saver_options.
+  std::shared_ptr<Saver> saver;
+  SaverOptions saver_options;
+  std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
+  // The timer's clock (and the created Saver's, unless saver_options sets
+  // one); null = SystemClock().
+  Clock* clock = nullptr;
+  // true: AfterRun waits for each periodic write and runs AfterSave in the
+  // same step, as TensorFlow (training stalls for the write).
+  bool wait_for_write = false;
+};
+
+class CheckpointSaverHook : public SessionRunHook {
+ public:
+  // InvalidArgument naming the bad option: an empty checkpoint_dir, both or
+  // neither of save_secs/save_steps, a non-positive period, a null listener.
+  static absl::StatusOr<std::shared_ptr<CheckpointSaverHook>> Create(
+      CheckpointSaverHookOptions options);
+
+  // The Saver (null before Begin unless one was given).
+  const std::shared_ptr<Saver>& saver() const { return saver_; }
+  const std::string& checkpoint_dir() const { return options_.checkpoint_dir; }
+  // The step of the last save started (nullopt before the first).
+  std::optional<int64_t> last_saved_step() const {
+    return timer_.last_triggered_step();
+  }
+
+  absl::Status Begin(Graph& graph) override;
+  boost::asio::awaitable<absl::Status> AfterCreateSession(
+      Session& session, Coordinator& coordinator) override;
+  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) override;
+  boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) override;
+  boost::asio::awaitable<absl::Status> End(Session& session) override;
+
+ private:
+  CheckpointSaverHook(CheckpointSaverHookOptions options,
+                      SecondOrStepTimer timer);
+
+  // Reads the global step and the variables in one run.
+  boost::asio::awaitable<absl::StatusOr<std::vector<Tensor>>> ReadSnapshot(
+      Session& session);
+  // BeforeSave listeners, then hands the snapshot to the writer (after the
+  // previous save was delivered). `context` null outside a step.
+  boost::asio::awaitable<absl::Status> Save(Session& session, int64_t step,
+                                            std::vector<Tensor> snapshot,
+                                            SessionRunContext* context);
+  // Waits for the undelivered save (if any) and runs AfterSave listeners.
+  boost::asio::awaitable<absl::Status> Deliver(Session& session,
+                                               SessionRunContext* context);
+  // Deliver, only when the write already finished.
+  boost::asio::awaitable<absl::Status> DeliverIfDone(
+      Session& session, SessionRunContext* context);
+
+  CheckpointSaverHookOptions options_;
+  SecondOrStepTimer timer_;
+  std::shared_ptr<Saver> saver_;
+  const Graph* saver_graph_ = nullptr;
+  Output global_step_;
+  // A save whose AfterSave listeners have not run yet.
+  std::shared_ptr<PendingSave> undelivered_;
+};
+
+// A Scaffold::restore function that restores, with the hook's Saver (created
+// in Begin, which runs before the session creator restores), the latest
+// checkpoint of the hook's directory; false when there is none.
+std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)>
+MakeRestoreFunction(std::shared_ptr<CheckpointSaverHook> hook);
+
+}  // namespace cosession
+
+#endif  // COSESSION_HOOKS_CHECKPOINT_SAVER_HOOK_H_
