@@ -93,8 +93,8 @@ absl::Status WriteChromeTrace(const RunMetadata& metadata,
         absl::StrCat("trace for '", path, "': ", e.what()));
   }
   static std::atomic<uint64_t> temp_counter{0};
-  const std::string temp = absl::StrCat(path, ".tmp.", getpid(), ".",
-                                        temp_counter.fetch_add(1));
+  const std::string temp =
+      absl::StrCat(path, ".tmp.", getpid(), ".", temp_counter.fetch_add(1));
   const int fd =
       open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return WriteError(errno, absl::StrCat("creating '", temp, "'"));
@@ -126,8 +126,8 @@ absl::Status WriteChromeTrace(const RunMetadata& metadata,
   if (std::rename(temp.c_str(), path.c_str()) != 0) {
     const int error = errno;
     unlink(temp.c_str());
-    return WriteError(error, absl::StrCat("renaming '", temp, "' to '", path,
-                                          "'"));
+    return WriteError(error,
+                      absl::StrCat("renaming '", temp, "' to '", path, "'"));
   }
   return absl::OkStatus();
 }

@@ -36,8 +36,8 @@ struct ChromeTraceOptions {
   std::string process_name = "cosession step";
 };
 
-nlohmann::json ChromeTraceFromRunMetadata(const RunMetadata& metadata,
-                                          const ChromeTraceOptions& options = {});
+nlohmann::json ChromeTraceFromRunMetadata(
+    const RunMetadata& metadata, const ChromeTraceOptions& options = {});
 
 // Writes ChromeTraceFromRunMetadata(metadata) to `path` atomically; an I/O
 // error names the path (and leaves no temporary file behind).

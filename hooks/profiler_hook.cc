@@ -67,14 +67,19 @@ boost::asio::awaitable<absl::Status> ProfilerHook::AfterRun(
   auto stale = FetchedGlobalStep(values.results, "ProfilerHook");
   if (!stale.ok()) co_return stale.status();
   if (!next_step_.has_value()) {
-    // Start the timer so that it fires only after N steps or seconds.
-    timer_.UpdateLastTriggeredStep(*stale);
+    // Learn where the fetch stands (once), then start the timer at the step
+    // before this run, so that it fires only after N steps or seconds.
+    auto real = co_await ReadGlobalStep(&context.session(), global_step_);
+    if (!real.ok()) co_return real.status();
+    estimate_.Learn(*stale, *real);
+    timer_.UpdateLastTriggeredStep(estimate_.Before(*stale));
   }
-  int64_t global_step = *stale + 1;
+  int64_t global_step = estimate_.After(*stale);
   if (request_trace_) {
     auto real = co_await ReadGlobalStep(&context.session(), global_step_);
     if (!real.ok()) co_return real.status();
     global_step = *real;
+    estimate_.Learn(*stale, global_step);
     timer_.UpdateLastTriggeredStep(global_step);
     absl::Status written = WriteChromeTrace(
         values.run_metadata, TimelinePath(global_step), options_.trace);

@@ -6,7 +6,8 @@
 //
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
 //   * the first step is never traced: it only starts the timer, at the
-//     global step fetched before it;
+//     global step before it (it reads the global step once after it, to
+//     learn where its fetch stands: see GlobalStepEstimate);
 //   * on a trigger step BeforeRun asks for RunOptions::kFullTrace; AfterRun
 //     reads the global step after the step, names the file by it, and
 //     restarts the timer there (save_steps = 2, one increment per step:
@@ -38,6 +39,7 @@
 #include "async/session_run_hook.h"
 #include "hooks/chrome_trace.h"
 #include "hooks/clock.h"
+#include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
 
 namespace cosession {
@@ -75,6 +77,7 @@ class ProfilerHook : public SessionRunHook {
   Output global_step_;
   std::optional<int64_t> next_step_;
   bool request_trace_ = false;
+  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

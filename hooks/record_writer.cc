@@ -14,8 +14,7 @@ void AppendLittleEndian(std::string& out, uint64_t value, int bytes) {
 }  // namespace
 
 void AppendRecord(std::string& out, std::string_view data) {
-  out.reserve(out.size() + kRecordHeaderSize + data.size() +
-              kRecordFooterSize);
+  out.reserve(out.size() + kRecordHeaderSize + data.size() + kRecordFooterSize);
   const size_t length_at = out.size();
   AppendLittleEndian(out, data.size(), sizeof(uint64_t));
   const uint32_t length_crc =

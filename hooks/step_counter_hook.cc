@@ -44,10 +44,9 @@ void StepCounterHook::Log(const std::string& line) const {
 absl::Status StepCounterHook::Begin(Graph& graph) {
   auto global_step = GetGlobalStep(graph);
   if (!global_step.ok()) {
-    return absl::Status(
-        global_step.status().code(),
-        absl::StrCat("StepCounterHook needs a global step: ",
-                     global_step.status().message()));
+    return absl::Status(global_step.status().code(),
+                        absl::StrCat("StepCounterHook needs a global step: ",
+                                     global_step.status().message()));
   }
   global_step_ = *global_step;
   writer_ = options_.summary_writer;
@@ -71,16 +70,17 @@ boost::asio::awaitable<absl::Status> StepCounterHook::AfterRun(
   auto stale = FetchedGlobalStep(values.results, "StepCounterHook");
   if (!stale.ok()) co_return stale.status();
   const int64_t stale_global_step = *stale;
-  if (timer_.ShouldTriggerForStep(stale_global_step + options_.steps_per_run)) {
+  if (timer_.ShouldTriggerForStep(estimate_.After(stale_global_step))) {
     // The real value, after this step's increment.
-    auto global_step = co_await ReadGlobalStep(&context.session(), global_step_);
+    auto global_step =
+        co_await ReadGlobalStep(&context.session(), global_step_);
     if (!global_step.ok()) co_return global_step.status();
+    estimate_.Learn(stale_global_step, *global_step);
     if (timer_.ShouldTriggerForStep(*global_step)) {
       auto elapsed = timer_.UpdateLastTriggeredStep(*global_step);
       if (elapsed && elapsed->time > absl::ZeroDuration()) {
-        const double steps_per_sec =
-            static_cast<double>(elapsed->steps) /
-            absl::ToDoubleSeconds(elapsed->time);
+        const double steps_per_sec = static_cast<double>(elapsed->steps) /
+                                     absl::ToDoubleSeconds(elapsed->time);
         if (writer_ != nullptr) {
           writer_->AddScalar(kTag, static_cast<float>(steps_per_sec),
                              *global_step);

@@ -6,10 +6,11 @@
 // seconds since the previous trigger.
 //
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
-//   * each step fetches the global step (the "stale" value, read before the
-//     step's own increment); when the timer would trigger for stale +
-//     steps_per_run, the hook reads the real global step after the step and
-//     triggers if the timer agrees for that value;
+//   * each step fetches the global step (TensorFlow assumes the "stale"
+//     value, read before the step's own increment; see GlobalStepEstimate);
+//     when the timer would trigger for stale + steps_per_run, the hook reads
+//     the real global step after the step and triggers if the timer agrees
+//     for that value;
 //   * the first trigger only records the time and step (nothing written):
 //     with every_n_steps = 10 and one increment per step, values are written
 //     at global steps 11, 21, ...;
@@ -36,6 +37,7 @@
 #include "absl/time/time.h"
 #include "async/session_run_hook.h"
 #include "hooks/clock.h"
+#include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
 #include "hooks/summary_writer.h"
 
@@ -77,7 +79,9 @@ class StepCounterHook : public SessionRunHook {
 
  private:
   StepCounterHook(StepCounterHookOptions options, SecondOrStepTimer timer)
-      : options_(std::move(options)), timer_(std::move(timer)) {}
+      : options_(std::move(options)),
+        timer_(std::move(timer)),
+        estimate_(options_.steps_per_run) {}
   void Log(const std::string& line) const;
 
   StepCounterHookOptions options_;
@@ -86,6 +90,7 @@ class StepCounterHook : public SessionRunHook {
   Output global_step_;
   std::optional<int64_t> last_global_step_;
   int not_increasing_warnings_ = 0;
+  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

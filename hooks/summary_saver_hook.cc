@@ -66,10 +66,9 @@ absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
 absl::Status SummarySaverHook::Begin(Graph& graph) {
   auto global_step = GetGlobalStep(graph);
   if (!global_step.ok()) {
-    return absl::Status(
-        global_step.status().code(),
-        absl::StrCat("SummarySaverHook needs a global step: ",
-                     global_step.status().message()));
+    return absl::Status(global_step.status().code(),
+                        absl::StrCat("SummarySaverHook needs a global step: ",
+                                     global_step.status().message()));
   }
   global_step_ = *global_step;
   writer_ = options_.summary_writer;
@@ -111,20 +110,21 @@ boost::asio::awaitable<absl::Status> SummarySaverHook::AfterRun(
     SessionRunContext& context, const SessionRunValues& values) {
   auto stale = FetchedGlobalStep(values.results, "SummarySaverHook");
   if (!stale.ok()) co_return stale.status();
-  int64_t global_step = *stale + 1;
+  int64_t global_step = estimate_.After(*stale);
   if (!next_step_.has_value() || request_summary_) {
     auto real = co_await ReadGlobalStep(&context.session(), global_step_);
     if (!real.ok()) co_return real.status();
     global_step = *real;
+    estimate_.Learn(*stale, global_step);
   }
   if (request_summary_) {
     timer_.UpdateLastTriggeredStep(global_step);
     const size_t expected =
         1 + options_.scalars.size() + options_.histograms.size();
     if (values.results.size() != expected) {
-      co_return absl::InternalError(absl::StrCat(
-          "SummarySaverHook: expected ", expected, " results, got ",
-          values.results.size()));
+      co_return absl::InternalError(absl::StrCat("SummarySaverHook: expected ",
+                                                 expected, " results, got ",
+                                                 values.results.size()));
     }
     size_t i = 1;
     for (const auto& [tag, output] : options_.scalars) {

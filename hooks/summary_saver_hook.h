@@ -12,7 +12,8 @@
 //
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
 //   * the first step always triggers; then the timer decides, asked about
-//     the step after the last one seen (stale global step + 1);
+//     the step after the last one seen (the fetched global step + 1 in
+//     TensorFlow; see GlobalStepEstimate in hooks/global_step_read.h);
 //   * summaries are written at the global step read after the step
 //     (save_steps = 8, one increment per step: steps 1, 9, 17, 25, ...);
 //   * End flushes the writer.
@@ -43,6 +44,7 @@
 #include "absl/time/time.h"
 #include "async/session_run_hook.h"
 #include "hooks/clock.h"
+#include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
 #include "hooks/summary_writer.h"
 
@@ -86,6 +88,7 @@ class SummarySaverHook : public SessionRunHook {
   // The step the next run is expected to produce; unset before the first.
   std::optional<int64_t> next_step_;
   bool request_summary_ = false;
+  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

@@ -62,15 +62,15 @@ absl::StatusOr<std::shared_ptr<SummaryWriter>> SummaryWriter::Create(
   std::error_code ec;
   std::filesystem::create_directories(logdir, ec);
   if (ec) {
-    return IoError(ec.value(), absl::StrCat("SummaryWriter: cannot create '",
-                                            logdir, "'"));
+    return IoError(ec.value(),
+                   absl::StrCat("SummaryWriter: cannot create '", logdir, "'"));
   }
   Clock* clock = options.clock != nullptr ? options.clock : &SystemClock();
   const int64_t seconds = absl::ToUnixSeconds(clock->Now());
-  const std::string path = absl::StrFormat(
-      "%s/events.out.tfevents.%010d.%s.%d.%d%s", logdir, seconds, Hostname(),
-      static_cast<int>(getpid()), writers_opened.fetch_add(1),
-      options.filename_suffix);
+  const std::string path =
+      absl::StrFormat("%s/events.out.tfevents.%010d.%s.%d.%d%s", logdir,
+                      seconds, Hostname(), static_cast<int>(getpid()),
+                      writers_opened.fetch_add(1), options.filename_suffix);
   // O_EXCL: never append to (or truncate) another writer's file.
   const int fd =
       open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -142,9 +142,9 @@ absl::Status SummaryWriter::AddHistogram(std::string tag, Tensor values,
 void SummaryWriter::AddSessionLog(SessionLog::SessionStatus status,
                                   int64_t step, std::string checkpoint_path,
                                   std::string msg) {
-  AddEvent(Event{.step = step,
-                 .what = SessionLog{status, std::move(checkpoint_path),
-                                    std::move(msg)}});
+  AddEvent(Event{
+      .step = step,
+      .what = SessionLog{status, std::move(checkpoint_path), std::move(msg)}});
 }
 
 void SummaryWriter::AddEvent(Event event) {

@@ -105,9 +105,9 @@ class SummaryWriter {
   auto AsyncFlush(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
         [this](auto handler) {
-          RequestFlush(/*close=*/false,
-                       detail::PostToHandler<absl::Status>(
-                           std::move(handler), [](absl::Status s) { return s; }));
+          RequestFlush(/*close=*/false, detail::PostToHandler<absl::Status>(
+                                            std::move(handler),
+                                            [](absl::Status s) { return s; }));
         },
         token);
   }
@@ -115,9 +115,9 @@ class SummaryWriter {
   auto AsyncClose(CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
         [this](auto handler) {
-          RequestFlush(/*close=*/true,
-                       detail::PostToHandler<absl::Status>(
-                           std::move(handler), [](absl::Status s) { return s; }));
+          RequestFlush(/*close=*/true, detail::PostToHandler<absl::Status>(
+                                           std::move(handler),
+                                           [](absl::Status s) { return s; }));
         },
         token);
   }
@@ -160,7 +160,7 @@ class SummaryWriter {
   bool close_requested_ = false;  // guarded by mu_
   bool closed_ = false;           // guarded by mu_ (thread finished)
   absl::Status status_;           // guarded by mu_
-  std::mutex join_mu_;  // Close() from two threads joins once
+  std::mutex join_mu_;            // Close() from two threads joins once
   std::thread thread_;
 };
 
