@@ -14,8 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   // A small limit too, so the "length exceeds the limit" path is reachable.
   for (uint64_t limit : {uint64_t{64}, uint64_t{256} << 20}) {
-    cosession::RecordReader reader(bytes, "fuzz",
-                                   {.max_record_size = limit});
+    cosession::RecordReader reader(bytes, "fuzz", {.max_record_size = limit});
     size_t offset = 0;
     while (true) {
       auto record = reader.Next();
