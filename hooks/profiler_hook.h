@@ -1,0 +1,85 @@
+// ProfilerHook: every save_steps global steps or every save_secs seconds
+// (exactly one) traces one whole step and writes it as Chrome trace JSON
+// (hooks/chrome_trace.h) to `<output_dir>/timeline-<global step>.json`, which
+// opens in ui.perfetto.dev and chrome://tracing -- as TensorFlow's
+// tf.train.ProfilerHook.
+//
+// TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
+//   * the first step is never traced: it only starts the timer, at the
+//     global step before it (it reads the global step once after it, to
+//     learn where its fetch stands: see GlobalStepEstimate);
+//   * on a trigger step BeforeRun asks for RunOptions::kFullTrace; AfterRun
+//     reads the global step after the step, names the file by it, and
+//     restarts the timer there (save_steps = 2, one increment per step:
+//     timeline-2.json, timeline-4.json, ...; save_secs = 2: the first step
+//     at least 2 s after the first one, then 2 s after each trace);
+//   * End does nothing.
+// Not kept: TensorFlow also adds the run metadata to the summary writer
+// (TensorBoard's graph view); our event files carry no RunMetadata.
+//
+// The trace file is written atomically (temporary file, fsync, rename) in
+// AfterRun, on the step's thread, as TensorFlow does -- one file per
+// trigger, so the cost falls on traced steps only.
+//
+// Errors: Create returns InvalidArgument naming the bad option (no period or
+// both, empty output_dir). Begin fails without a global step, or when
+// output_dir cannot be created. A trace that cannot be written fails that
+// step's AfterRun with the I/O error naming the file.
+// Thread safety: as any hook.
+#ifndef COSESSION_HOOKS_PROFILER_HOOK_H_
+#define COSESSION_HOOKS_PROFILER_HOOK_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "async/session_run_hook.h"
+#include "hooks/chrome_trace.h"
+#include "hooks/clock.h"
+#include "hooks/global_step_read.h"
+#include "hooks/second_or_step_timer.h"
+
+namespace cosession {
+
+struct ProfilerHookOptions {
+  std::optional<int64_t> save_steps;
+  std::optional<absl::Duration> save_secs;
+  std::string output_dir;
+  ChromeTraceOptions trace;
+  Clock* clock = nullptr;  // null = SystemClock()
+};
+
+class ProfilerHook : public SessionRunHook {
+ public:
+  static absl::StatusOr<std::shared_ptr<ProfilerHook>> Create(
+      ProfilerHookOptions options);
+
+  absl::Status Begin(Graph& graph) override;
+  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) override;
+  boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) override;
+  // Suspends only on trigger steps (to read the global step).
+  bool MaySuspend() const override { return false; }
+
+  // "<output_dir>/timeline-<step>.json".
+  std::string TimelinePath(int64_t global_step) const;
+
+ private:
+  ProfilerHook(ProfilerHookOptions options, SecondOrStepTimer timer)
+      : options_(std::move(options)), timer_(std::move(timer)) {}
+
+  ProfilerHookOptions options_;
+  SecondOrStepTimer timer_;
+  Output global_step_;
+  std::optional<int64_t> next_step_;
+  bool request_trace_ = false;
+  GlobalStepEstimate estimate_;
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_HOOKS_PROFILER_HOOK_H_

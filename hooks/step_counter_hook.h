@@ -1,0 +1,98 @@
+// StepCounterHook: measures training speed, as TensorFlow's
+// tf.train.StepCounterHook. Every every_n_steps global steps (default 100)
+// or every every_n_secs seconds -- exactly one of the two -- it logs
+// "global_step/sec: X" and writes X as the scalar summary "global_step/sec"
+// at the global step it measured, where X = elapsed global steps / elapsed
+// seconds since the previous trigger.
+//
+// TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
+//   * each step fetches the global step (TensorFlow assumes the "stale"
+//     value, read before the step's own increment; see GlobalStepEstimate);
+//     when the timer would trigger for stale + steps_per_run, the hook reads
+//     the real global step after the step and triggers if the timer agrees
+//     for that value;
+//   * the first trigger only records the time and step (nothing written):
+//     with every_n_steps = 10 and one increment per step, values are written
+//     at global steps 11, 21, ...;
+//   * when the fetched global step did not change since the previous step,
+//     it warns (the first 5 times) that the global step is not increasing.
+// Differences: End flushes the summary writer (TensorFlow leaves it to the
+// writer's periodic flush); a trigger with no elapsed time writes nothing
+// (TensorFlow would divide by zero).
+//
+// Errors: Create returns InvalidArgument naming the bad option; Begin fails
+// when the graph has no global step, or the writer for output_dir cannot be
+// created. Thread safety: as any hook (a session calls it from one step at a
+// time).
+#ifndef COSESSION_HOOKS_STEP_COUNTER_HOOK_H_
+#define COSESSION_HOOKS_STEP_COUNTER_HOOK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "async/session_run_hook.h"
+#include "hooks/clock.h"
+#include "hooks/global_step_read.h"
+#include "hooks/second_or_step_timer.h"
+#include "hooks/summary_writer.h"
+
+namespace cosession {
+
+struct StepCounterHookOptions {
+  // Exactly one of these (TensorFlow's defaults: 100 steps, no seconds; to
+  // count by time set every_n_steps = std::nullopt).
+  std::optional<int64_t> every_n_steps = 100;
+  std::optional<absl::Duration> every_n_secs;
+  // Where the scalar goes: `summary_writer`, else SummaryWriterCache::Get(
+  // output_dir); both empty = log only.
+  std::string output_dir;
+  std::shared_ptr<SummaryWriter> summary_writer;
+  // Global steps one run advances (TensorFlow's steps_per_run).
+  int64_t steps_per_run = 1;
+  // Receives each log line ("global_step/sec: 12.5", warnings); null =
+  // standard error.
+  std::function<void(const std::string&)> log;
+  Clock* clock = nullptr;  // null = SystemClock()
+};
+
+class StepCounterHook : public SessionRunHook {
+ public:
+  static absl::StatusOr<std::shared_ptr<StepCounterHook>> Create(
+      StepCounterHookOptions options = {});
+
+  absl::Status Begin(Graph& graph) override;
+  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) override;
+  boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) override;
+  boost::asio::awaitable<absl::Status> End(Session& session) override;
+  // Suspends only on trigger steps (to read the global step).
+  bool MaySuspend() const override { return false; }
+
+  // The summary tag: "global_step/sec".
+  static constexpr char kTag[] = "global_step/sec";
+
+ private:
+  StepCounterHook(StepCounterHookOptions options, SecondOrStepTimer timer)
+      : options_(std::move(options)),
+        timer_(std::move(timer)),
+        estimate_(options_.steps_per_run) {}
+  void Log(const std::string& line) const;
+
+  StepCounterHookOptions options_;
+  SecondOrStepTimer timer_;
+  std::shared_ptr<SummaryWriter> writer_;
+  Output global_step_;
+  std::optional<int64_t> last_global_step_;
+  int not_increasing_warnings_ = 0;
+  GlobalStepEstimate estimate_;
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_HOOKS_STEP_COUNTER_HOOK_H_

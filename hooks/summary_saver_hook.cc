@@ -1,0 +1,153 @@
+#include "hooks/summary_saver_hook.h"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops.h"
+#include "hooks/global_step_read.h"
+
+namespace cosession {
+namespace {
+
+absl::Status CheckTensors(
+    const std::vector<std::pair<std::string, Output>>& tensors,
+    const char* option) {
+  for (const auto& [tag, output] : tensors) {
+    if (tag.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SummarySaverHook: an empty tag in ", option));
+    }
+    if (!output.valid()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SummarySaverHook: ", option, " '", tag, "' has no tensor"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+float ScalarAsFloat(const Tensor& t) {
+  return VisitDType(t.dtype(), [&]<typename T>() {
+    return static_cast<float>(t.flat<T>()[0]);
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
+    SummarySaverHookOptions options) {
+  if (options.save_steps.has_value() == options.save_secs.has_value()) {
+    return absl::InvalidArgumentError(
+        "SummarySaverHook: exactly one of save_steps and save_secs must be "
+        "set");
+  }
+  if (options.scalars.empty() && options.histograms.empty()) {
+    return absl::InvalidArgumentError(
+        "SummarySaverHook: no scalars or histograms to summarise");
+  }
+  if (options.output_dir.empty() && options.summary_writer == nullptr) {
+    return absl::InvalidArgumentError(
+        "SummarySaverHook: one of output_dir and summary_writer must be set");
+  }
+  if (auto s = CheckTensors(options.scalars, "scalars"); !s.ok()) return s;
+  if (auto s = CheckTensors(options.histograms, "histograms"); !s.ok()) {
+    return s;
+  }
+  Clock& clock = options.clock != nullptr ? *options.clock : SystemClock();
+  auto timer =
+      SecondOrStepTimer::Create(options.save_secs, options.save_steps, clock);
+  if (!timer.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SummarySaverHook: ", timer.status().message()));
+  }
+  return std::shared_ptr<SummarySaverHook>(
+      new SummarySaverHook(std::move(options), *std::move(timer)));
+}
+
+absl::Status SummarySaverHook::Begin(Graph& graph) {
+  auto global_step = GetGlobalStep(graph);
+  if (!global_step.ok()) {
+    return absl::Status(global_step.status().code(),
+                        absl::StrCat("SummarySaverHook needs a global step: ",
+                                     global_step.status().message()));
+  }
+  global_step_ = *global_step;
+  writer_ = options_.summary_writer;
+  if (writer_ == nullptr) {
+    auto writer = SummaryWriterCache::Get(options_.output_dir);
+    if (!writer.ok()) return writer.status();
+    writer_ = *std::move(writer);
+  }
+  next_step_.reset();
+  return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::Status> SummarySaverHook::AfterCreateSession(
+    Session& session, Coordinator&) {
+  auto global_step = co_await ReadGlobalStep(&session, global_step_);
+  if (!global_step.ok()) co_return global_step.status();
+  writer_->AddSessionLog(SessionLog::kStart, *global_step);
+  co_return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
+SummarySaverHook::BeforeRun(SessionRunContext&) {
+  request_summary_ =
+      !next_step_.has_value() || timer_.ShouldTriggerForStep(*next_step_);
+  SessionRunArgs args;
+  args.fetches.push_back(global_step_);
+  if (request_summary_) {
+    for (const auto& [tag, output] : options_.scalars) {
+      args.fetches.push_back(output);
+    }
+    for (const auto& [tag, output] : options_.histograms) {
+      args.fetches.push_back(output);
+    }
+  }
+  co_return args;
+}
+
+boost::asio::awaitable<absl::Status> SummarySaverHook::AfterRun(
+    SessionRunContext& context, const SessionRunValues& values) {
+  auto stale = FetchedGlobalStep(values.results, "SummarySaverHook");
+  if (!stale.ok()) co_return stale.status();
+  int64_t global_step = estimate_.After(*stale);
+  if (!next_step_.has_value() || request_summary_) {
+    auto real = co_await ReadGlobalStep(&context.session(), global_step_);
+    if (!real.ok()) co_return real.status();
+    global_step = *real;
+    estimate_.Learn(*stale, global_step);
+  }
+  if (request_summary_) {
+    timer_.UpdateLastTriggeredStep(global_step);
+    const size_t expected =
+        1 + options_.scalars.size() + options_.histograms.size();
+    if (values.results.size() != expected) {
+      co_return absl::InternalError(absl::StrCat("SummarySaverHook: expected ",
+                                                 expected, " results, got ",
+                                                 values.results.size()));
+    }
+    size_t i = 1;
+    for (const auto& [tag, output] : options_.scalars) {
+      const Tensor& value = values.results[i++];
+      if (value.NumElements() != 1 || !value.IsInitialized()) {
+        co_return absl::InvalidArgumentError(absl::StrCat(
+            "SummarySaverHook: scalar '", tag, "' is a tensor of shape ",
+            value.shape().DebugString(), ", not a single value"));
+      }
+      writer_->AddScalar(tag, ScalarAsFloat(value), global_step);
+    }
+    for (const auto& [tag, output] : options_.histograms) {
+      absl::Status added =
+          writer_->AddHistogram(tag, values.results[i++], global_step);
+      if (!added.ok()) co_return added;
+    }
+  }
+  next_step_ = global_step + 1;
+  co_return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::Status> SummarySaverHook::End(Session&) {
+  co_return co_await writer_->AsyncFlush(boost::asio::use_awaitable);
+}
+
+}  // namespace cosession

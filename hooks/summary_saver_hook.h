@@ -1,0 +1,96 @@
+// SummarySaverHook: writes summaries of chosen tensors to a TensorBoard event
+// file every save_steps global steps or every save_secs seconds (exactly one),
+// as TensorFlow's tf.train.SummarySaverHook.
+//
+// Our graphs have no summary ops, so the tensors to summarise are given as
+// (tag, Output) pairs: `scalars` (one-element tensors, written as
+// simple_value) and `histograms` (any tensor, written as HistogramProto).
+// On trigger steps BeforeRun adds them to the step's fetches; AfterRun
+// queues them on the summary writer (hooks/summary_writer.h: the file is
+// written off the step path). They are not fetched on other steps, so
+// tensors with side effects run only on trigger steps, as in TensorFlow.
+//
+// TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
+//   * the first step always triggers; then the timer decides, asked about
+//     the step after the last one seen (the fetched global step + 1 in
+//     TensorFlow; see GlobalStepEstimate in hooks/global_step_read.h);
+//   * summaries are written at the global step read after the step
+//     (save_steps = 8, one increment per step: steps 1, 9, 17, 25, ...);
+//   * End flushes the writer.
+// Where TensorFlow writes SessionLog START at the first step, this hook
+// writes it whenever a session is created (AfterCreateSession), at the
+// session's global step -- after a restart from a checkpoint that is the
+// restored step, so TensorBoard discards the events the crashed run wrote
+// after the checkpoint.
+//
+// Errors: Create returns InvalidArgument naming the bad option (no period
+// or both, no tensors, an invalid Output, neither output_dir nor
+// summary_writer). Begin fails without a global step or when the writer
+// cannot be created. AfterRun fails with InvalidArgument naming the tag when
+// a scalar tensor holds more than one element or a histogram holds a NaN or
+// an infinity (TensorFlow's summary ops fail the step too).
+// Thread safety: as any hook.
+#ifndef COSESSION_HOOKS_SUMMARY_SAVER_HOOK_H_
+#define COSESSION_HOOKS_SUMMARY_SAVER_HOOK_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "async/session_run_hook.h"
+#include "hooks/clock.h"
+#include "hooks/global_step_read.h"
+#include "hooks/second_or_step_timer.h"
+#include "hooks/summary_writer.h"
+
+namespace cosession {
+
+struct SummarySaverHookOptions {
+  std::optional<int64_t> save_steps;
+  std::optional<absl::Duration> save_secs;
+  // `summary_writer`, else SummaryWriterCache::Get(output_dir).
+  std::string output_dir;
+  std::shared_ptr<SummaryWriter> summary_writer;
+  std::vector<std::pair<std::string, Output>> scalars;
+  std::vector<std::pair<std::string, Output>> histograms;
+  Clock* clock = nullptr;  // null = SystemClock()
+};
+
+class SummarySaverHook : public SessionRunHook {
+ public:
+  static absl::StatusOr<std::shared_ptr<SummarySaverHook>> Create(
+      SummarySaverHookOptions options);
+
+  absl::Status Begin(Graph& graph) override;
+  boost::asio::awaitable<absl::Status> AfterCreateSession(
+      Session& session, Coordinator& coordinator) override;
+  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) override;
+  boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) override;
+  boost::asio::awaitable<absl::Status> End(Session& session) override;
+  // Suspends only on trigger steps (to read the global step).
+  bool MaySuspend() const override { return false; }
+
+ private:
+  SummarySaverHook(SummarySaverHookOptions options, SecondOrStepTimer timer)
+      : options_(std::move(options)), timer_(std::move(timer)) {}
+
+  SummarySaverHookOptions options_;
+  SecondOrStepTimer timer_;
+  std::shared_ptr<SummaryWriter> writer_;
+  Output global_step_;
+  // The step the next run is expected to produce; unset before the first.
+  std::optional<int64_t> next_step_;
+  bool request_summary_ = false;
+  GlobalStepEstimate estimate_;
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_HOOKS_SUMMARY_SAVER_HOOK_H_
