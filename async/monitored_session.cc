@@ -442,10 +442,10 @@ struct MonitoredSession::Impl {
       co_return absl::CancelledError("Step cancelled in AfterRun");
     }
     if (context.stop_requested()) {
-      MarkStopped("a hook requested stop");
-      coord()
-          .RequestStop(absl::OkStatus(), "a hook requested stop")
-          .IgnoreError();
+      std::string reason = context.stop_reason();
+      if (reason.empty()) reason = "a hook requested stop";
+      MarkStopped(reason);
+      coord().RequestStop(absl::OkStatus(), std::move(reason)).IgnoreError();
     }
     outputs->values.resize(merged->caller_fetches);
     co_return std::move(outputs->values);
