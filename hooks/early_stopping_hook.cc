@@ -14,9 +14,9 @@ absl::StatusOr<std::shared_ptr<EarlyStoppingHook>> EarlyStoppingHook::Create(
         "EarlyStoppingHook: metric is an empty Output");
   }
   if (options.metric.dtype() == DType::kBool) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "EarlyStoppingHook: metric '", options.metric.name(),
-        "' must be numeric"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("EarlyStoppingHook: metric '", options.metric.name(),
+                     "' must be numeric"));
   }
   if (options.patience < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -65,8 +65,8 @@ boost::asio::awaitable<absl::Status> EarlyStoppingHook::AfterRun(
   if (!evaluate_) co_return absl::OkStatus();
   const std::string name = hooks_detail::DisplayName(options_.metric);
   auto value = hooks_detail::ScalarAsDouble(
-      values.results.at(0), absl::StrCat("EarlyStoppingHook: metric '", name,
-                                         "'"));
+      values.results.at(0),
+      absl::StrCat("EarlyStoppingHook: metric '", name, "'"));
   if (!value.ok()) co_return value.status();
   auto step = co_await hooks_detail::ReadInt64(context.session(), global_step_);
   if (!step.ok()) co_return step.status();
@@ -85,8 +85,8 @@ boost::asio::awaitable<absl::Status> EarlyStoppingHook::AfterRun(
     absl::StrAppend(&why, " (best ", *best_value_, " at step ", *best_step_,
                     ")");
   }
-  options_.sink(absl::StrCat("EarlyStoppingHook: stopping at step ", *step,
-                             ": ", why));
+  options_.sink(
+      absl::StrCat("EarlyStoppingHook: stopping at step ", *step, ": ", why));
   context.RequestStop(
       absl::StrCat("hook 'EarlyStoppingHook' requested stop: ", why));
   co_return absl::OkStatus();

@@ -32,7 +32,6 @@
 
 namespace cosession {
 
-
 struct FeedFnHookOptions {
   using Feeds = std::vector<std::pair<Output, Tensor>>;
   std::function<absl::StatusOr<Feeds>()> feed_fn;

@@ -37,7 +37,8 @@ boost::asio::awaitable<absl::Status> FinalOpsHook::End(Session& session) {
   args.fetches = options_.final_ops;
   args.targets = options_.final_targets;
   args.feeds = options_.feeds;
-  auto values = co_await session.Run(std::move(args), boost::asio::use_awaitable);
+  auto values =
+      co_await session.Run(std::move(args), boost::asio::use_awaitable);
   if (absl::IsOutOfRange(values.status())) {
     options_.sink(
         "FinalOpsHook: running the final ops raised OutOfRange. This "

@@ -57,9 +57,10 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
   bool logged = false;
   asio::steady_timer timer(co_await asio::this_coro::executor);
   while (true) {
-    if (state.cancelled() != asio::cancellation_type::none) co_return cancelled();
-    auto step = co_await hooks_detail::ReadInt64(context.session(),
-                                                 global_step_);
+    if (state.cancelled() != asio::cancellation_type::none)
+      co_return cancelled();
+    auto step =
+        co_await hooks_detail::ReadInt64(context.session(), global_step_);
     if (!step.ok()) co_return step.status();
     current = *step;
     if (*step >= target) {
@@ -77,7 +78,8 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
                                  *step, "."));
       last_logged_step = *step;
     }
-    if (state.cancelled() != asio::cancellation_type::none) co_return cancelled();
+    if (state.cancelled() != asio::cancellation_type::none)
+      co_return cancelled();
     timer.expires_after(options_.poll_interval);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) co_return cancelled();

@@ -12,12 +12,11 @@ namespace cosession::hooks_detail {
 absl::StatusOr<Output> FindGlobalStepFor(Graph& graph, std::string hook_name) {
   absl::StatusOr<Output> step = GetGlobalStep(graph);
   if (step.ok()) return step;
-  return absl::Status(
-      step.status().code(),
-      absl::StrCat(hook_name,
-                   " needs a global step (create it with "
-                   "GetOrCreateGlobalStep): ",
-                   step.status().message()));
+  return absl::Status(step.status().code(),
+                      absl::StrCat(hook_name,
+                                   " needs a global step (create it with "
+                                   "GetOrCreateGlobalStep): ",
+                                   step.status().message()));
 }
 
 absl::StatusOr<double> ScalarAsDouble(const Tensor& value, std::string what) {
@@ -35,8 +34,8 @@ absl::StatusOr<double> ScalarAsDouble(const Tensor& value, std::string what) {
     case DType::kInt64:
       return static_cast<double>(value.scalar<int64_t>());
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          what, " must be numeric, got ", value.DebugString(4)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " must be numeric, got ", value.DebugString(4)));
   }
 }
 

@@ -20,8 +20,8 @@ absl::StatusOr<std::shared_ptr<LoggingTensorHook>> LoggingTensorHook::Create(
           "LoggingTensorHook: tensors holds an empty Output");
     }
   }
-  const bool only_at_end = options.at_end && !options.every_n_iter &&
-                           !options.every_n_secs;
+  const bool only_at_end =
+      options.at_end && !options.every_n_iter && !options.every_n_secs;
   if (!only_at_end &&
       options.every_n_iter.has_value() == options.every_n_secs.has_value()) {
     return absl::InvalidArgumentError(
@@ -67,9 +67,9 @@ absl::Status LoggingTensorHook::Begin(Graph& graph) {
   for (const std::string& name : options_.tensor_names) {
     auto found = graph.FindOutput(name);
     if (!found.ok()) {
-      return absl::Status(found.status().code(),
-                          absl::StrCat("LoggingTensorHook: ",
-                                       found.status().message()));
+      return absl::Status(
+          found.status().code(),
+          absl::StrCat("LoggingTensorHook: ", found.status().message()));
     }
     tags_.push_back(name);
     fetches_.push_back(*found);
@@ -96,7 +96,8 @@ boost::asio::awaitable<absl::Status> LoggingTensorHook::End(Session& session) {
   if (!options_.at_end) co_return absl::OkStatus();
   RunArgs args;
   args.fetches = fetches_;
-  auto values = co_await session.Run(std::move(args), boost::asio::use_awaitable);
+  auto values =
+      co_await session.Run(std::move(args), boost::asio::use_awaitable);
   if (!values.ok()) co_return values.status();
   Log(*values);
   co_return absl::OkStatus();
@@ -119,8 +120,9 @@ void LoggingTensorHook::Log(const std::vector<Tensor>& values) {
   }
   std::string line = absl::StrJoin(parts, ", ");
   if (elapsed) {
-    absl::StrAppend(&line, absl::StrFormat(" (%.3f sec)",
-                                           absl::ToDoubleSeconds(elapsed->time)));
+    absl::StrAppend(
+        &line,
+        absl::StrFormat(" (%.3f sec)", absl::ToDoubleSeconds(elapsed->time)));
   }
   options_.sink(std::move(line));
 }

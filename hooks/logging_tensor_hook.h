@@ -2,7 +2,8 @@
 // seconds, and/or at the end, as TensorFlow 1.x's tf.train.LoggingTensorHook.
 //
 //   auto hook = LoggingTensorHook::Create(
-//       {.tensors = {loss}, .tensor_names = {"accuracy"}, .every_n_iter = 100});
+//       {.tensors = {loss}, .tensor_names = {"accuracy"}, .every_n_iter =
+//       100});
 //
 // Behaviour kept from TensorFlow:
 //   * Exactly one of every_n_iter / every_n_secs, or neither with at_end

@@ -116,14 +116,14 @@ boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> ProgressHook::BeforeRun(
 
 boost::asio::awaitable<absl::Status> ProgressHook::AfterRun(
     SessionRunContext& context, const SessionRunValues& values) {
-  auto stale = hooks_detail::ScalarAsInt64(values.results.at(0),
-                                           global_step_.name());
+  auto stale =
+      hooks_detail::ScalarAsInt64(values.results.at(0), global_step_.name());
   if (!stale.ok()) co_return stale.status();
   int64_t step = *stale + 1;
   if (fetch_metrics_) {
-    // The value fetched was read before this step's update, if it made one.
-    auto fresh = co_await hooks_detail::ReadInt64(context.session(),
-                                                  global_step_);
+    // The value fetched may or may not include this step's update.
+    auto fresh =
+        co_await hooks_detail::ReadInt64(context.session(), global_step_);
     if (!fresh.ok()) co_return fresh.status();
     step = *fresh;
     if (timer_.ShouldTriggerForStep(step)) {
@@ -184,8 +184,8 @@ std::string ProgressHook::Format(int64_t step,
   if (steps_per_sec) {
     parts.push_back(absl::StrFormat("%.1f steps/s", *steps_per_sec));
     if (last && *steps_per_sec > 0 && step < *last) {
-      parts.push_back(absl::StrCat(
-          "eta ", FormatEta((*last - step) / *steps_per_sec)));
+      parts.push_back(
+          absl::StrCat("eta ", FormatEta((*last - step) / *steps_per_sec)));
     }
   }
   std::string text = absl::StrJoin(parts, ", ");

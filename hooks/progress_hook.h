@@ -20,10 +20,13 @@
 // rate since the first trigger (metrics as last seen), ending with a
 // newline in both modes.
 //
-// The global step is fetched with every step (it is read before the step's
-// update); when the timer might trigger, AfterRun re-reads it, as
-// TensorFlow's StepCounterHook does. last_step, if unset, is taken from
-// nothing: pass StopAtStepHook's last_step() if you use one.
+// The global step is fetched with every step and used to predict whether
+// the next step will draw (TensorFlow's _next_step rule: value + 1); metrics
+// are fetched only in predicted steps, and AfterRun then re-reads the global
+// step and draws only if the timer triggers for it. As in TensorFlow, a
+// step's read of the global step has no order with its update: when it sees
+// the update, a metric fetch may come one step early (without a draw).
+// last_step is not guessed: pass StopAtStepHook's last_step() if you use one.
 //
 // Injectable for tests: `output` (null = std::cout), `is_terminal` (unset =
 // isatty() of stdout or stderr when output is std::cout or std::cerr /
@@ -62,8 +65,8 @@ struct ProgressHookOptions {
   // by setting every_n_secs, e.g. 0.2 s).
   std::optional<int64_t> every_n_steps;
   std::optional<absl::Duration> every_n_secs;
-  std::ostream* output = nullptr;    // null = std::cout
-  std::optional<bool> is_terminal;   // unset = isatty, see above
+  std::ostream* output = nullptr;   // null = std::cout
+  std::optional<bool> is_terminal;  // unset = isatty, see above
   int bar_width = 30;
   Clock* clock = nullptr;  // null = SystemClock()
 };

@@ -12,9 +12,8 @@ absl::StatusOr<std::shared_ptr<StopAtStepHook>> StopAtStepHook::Create(
         "StopAtStepHook: exactly one of num_steps and last_step must be set");
   }
   if (options.num_steps && *options.num_steps < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("StopAtStepHook: num_steps must be >= 0, got ",
-                     *options.num_steps));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "StopAtStepHook: num_steps must be >= 0, got ", *options.num_steps));
   }
   return std::shared_ptr<StopAtStepHook>(new StopAtStepHook(options));
 }
@@ -51,17 +50,17 @@ boost::asio::awaitable<absl::Status> StopAtStepHook::AfterRun(
     co_return absl::FailedPreconditionError(
         "StopAtStepHook: AfterRun before AfterCreateSession");
   }
-  auto stale = hooks_detail::ScalarAsInt64(values.results.at(0),
-                                           global_step_.name());
+  auto stale =
+      hooks_detail::ScalarAsInt64(values.results.at(0), global_step_.name());
   if (!stale.ok()) co_return stale.status();
   if (*stale + 1 < *last_step_) co_return absl::OkStatus();
-  // The value fetched was read before this step's update, if it made one.
+  // The value fetched may predate this step's update: read it again.
   auto step = co_await hooks_detail::ReadInt64(context.session(), global_step_);
   if (!step.ok()) co_return step.status();
   if (*step >= *last_step_) {
-    context.RequestStop(absl::StrCat(
-        "hook 'StopAtStepHook' requested stop: global step ", *step,
-        " reached last step ", *last_step_));
+    context.RequestStop(
+        absl::StrCat("hook 'StopAtStepHook' requested stop: global step ",
+                     *step, " reached last step ", *last_step_));
   }
   co_return absl::OkStatus();
 }

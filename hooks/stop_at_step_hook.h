@@ -9,11 +9,11 @@
 //     last_step = global_step + num_steps); a session re-created after a
 //     recoverable error keeps that last step (training resumes towards the
 //     same goal instead of running num_steps more).
-//   * BeforeRun fetches the global step. Its value is read before the step's
-//     own update, so AfterRun looks at value + 1: when that reaches the last
-//     step, it re-reads the global step through the session (the step may
-//     not have incremented it) and requests stop only if the re-read value
-//     is >= last_step.
+//   * BeforeRun fetches the global step. The read has no order with the
+//     step's own update (as in TensorFlow), so AfterRun looks at value + 1:
+//     when that reaches the last step, it re-reads the global step through
+//     the session (the step may not have incremented it) and requests stop
+//     only if the re-read value is >= last_step.
 //   * The stop is a clean stop: the step finishes, ShouldStop() becomes true,
 //     stop_reason() is "hook 'StopAtStepHook' requested stop: global step N
 //     reached last step M".

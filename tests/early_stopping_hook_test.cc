@@ -88,9 +88,9 @@ CO_TEST(EarlyStoppingHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
   Graph g;
   Output m = ops::Const(g, 1.0f, "m");
   auto hook = MakeHook({.metric = m});
-  auto created = co_await MonitoredSession::Create(
-      g, HookList(hook), nullptr, testing::HookTestOptions(),
-      asio::use_awaitable);
+  auto created = co_await MonitoredSession::Create(g, HookList(hook), nullptr,
+                                                   testing::HookTestOptions(),
+                                                   asio::use_awaitable);
   EXPECT_EQ(created.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(created.status().message().find("EarlyStoppingHook"),
             std::string::npos);
@@ -99,7 +99,8 @@ CO_TEST(EarlyStoppingHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
 CO_TEST(EarlyStoppingHook, StopsAfterPatienceEvaluationsWithoutImprovement) {
   MetricGraph graph;
   CapturedLog log;
-  auto hook = MakeHook({.metric = graph.metric, .patience = 3, .sink = log.Sink()});
+  auto hook =
+      MakeHook({.metric = graph.metric, .patience = 3, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {5, 4, 4.5, 4.2, 4.1, 1, 1};
@@ -149,9 +150,8 @@ CO_TEST(EarlyStoppingHook, ASmallerChangeThanMinDeltaIsNoImprovement) {
 
 CO_TEST(EarlyStoppingHook, MaxModeWantsHigherValues) {
   MetricGraph graph;
-  auto hook = MakeHook({.metric = graph.metric,
-                        .mode = EarlyStoppingMode::kMax,
-                        .patience = 1});
+  auto hook = MakeHook(
+      {.metric = graph.metric, .mode = EarlyStoppingMode::kMax, .patience = 1});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {0.5, 0.75, 0.75, 0.9};

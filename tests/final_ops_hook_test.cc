@@ -45,7 +45,8 @@ CO_TEST(FinalOpsHook, EndRunsTheFinalOpsAndKeepsTheirValues) {
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 3; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   EXPECT_FALSE(hook->final_ops_values().has_value());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));

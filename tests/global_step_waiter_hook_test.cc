@@ -55,9 +55,9 @@ CO_TEST(GlobalStepWaiterHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
   Graph g;
   ops::NoOp(g);
   auto hook = MakeHook({.wait_until_step = 3});
-  auto created = co_await MonitoredSession::Create(
-      g, HookList(hook), nullptr, testing::HookTestOptions(),
-      asio::use_awaitable);
+  auto created = co_await MonitoredSession::Create(g, HookList(hook), nullptr,
+                                                   testing::HookTestOptions(),
+                                                   asio::use_awaitable);
   EXPECT_EQ(created.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(created.status().message().find("GlobalStepWaiterHook"),
             std::string::npos);
@@ -90,10 +90,9 @@ CO_TEST(GlobalStepWaiterHook, DoesNotWaitWhenTheStepWasAlreadyReached) {
 CO_TEST(GlobalStepWaiterHook, WaitsUntilAnotherWriterAdvancesTheGlobalStep) {
   StepGraph graph;
   LineChannel lines(co_await asio::this_coro::executor, 16);
-  auto hook =
-      MakeHook({.wait_until_step = 5000,
-                .poll_interval = std::chrono::milliseconds(1),
-                .sink = ToChannel(lines)});
+  auto hook = MakeHook({.wait_until_step = 5000,
+                        .poll_interval = std::chrono::milliseconds(1),
+                        .sink = ToChannel(lines)});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<std::string> seen;
@@ -149,7 +148,8 @@ CO_TEST(GlobalStepWaiterHook, CancellingTheCallersRunEndsTheWaitPromptly) {
   auto winner = co_await (ms->Run(graph.Train(), asio::use_awaitable) ||
                           lines.async_receive(asio::use_awaitable));
   EXPECT_EQ(winner.index(), 1u) << "the trigger (the waiting line) wins";
-  EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - started,
+            std::chrono::seconds(10));
   EXPECT_FALSE(hook->started());
   EXPECT_TRUE(ms->ShouldStop());
   EXPECT_EQ(ms->stop_reason(), "cancelled");

@@ -24,8 +24,8 @@ namespace cosession::testing {
 struct StepGraph {
   StepGraph() {
     global_step = GetOrCreateGlobalStep(g);
-    train_op = ops::AssignAdd(g, global_step, ops::Const(g, int64_t{1}),
-                              "train_op");
+    train_op =
+        ops::AssignAdd(g, global_step, ops::Const(g, int64_t{1}), "train_op");
     new_step = ops::Placeholder(g, DType::kInt64, TensorShape{}, "new_step");
     set_step = ops::Assign(g, global_step, new_step, "set_step");
     no_op = ops::NoOp(g, {}, "no_op");

@@ -91,12 +91,13 @@ CO_TEST(LoggingTensorHook, BeginFailsOnAnUnknownTensorNameNamingIt) {
 CO_TEST(LoggingTensorHook, AtEndOnlyLogsNothingDuringStepsAndTheValueAtEnd) {
   FooGraph graph;
   CapturedLog log;
-  auto hook = MakeHook(
-      {.tensor_names = {"foo"}, .at_end = true, .sink = log.Sink()});
+  auto hook =
+      MakeHook({.tensor_names = {"foo"}, .at_end = true, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 3; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   EXPECT_TRUE(log.lines->empty()) << log.Joined();
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
@@ -118,7 +119,8 @@ CO_TEST(LoggingTensorHook, EveryNIterLogsAtLocalIterationsZeroNTwoN) {
   std::vector<int> logged_at;
   for (int i = 0; i < 32; ++i) {
     const size_t before = log.lines->size();
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     if (log.lines->size() > before) logged_at.push_back(i);
   }
   EXPECT_EQ(logged_at, (std::vector<int>{0, 10, 20, 30}));
@@ -137,7 +139,8 @@ CO_TEST(LoggingTensorHook, EveryNIterWithAtEndAlsoLogsAtEnd) {
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   for (int i = 0; i < 5; ++i) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
   }
   EXPECT_EQ(log.lines->size(), 1u);
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
@@ -218,12 +221,13 @@ CO_TEST(LoggingTensorHook, TheDefaultLineListsTagsInTheOrderGiven) {
                         .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   CO_ASSERT_TRUE(log.lines->size() == 1);
   EXPECT_EQ(log.lines->at(0),
-            absl::StrCat("foo:0 = ", Tensor::Scalar(42.0f).DebugString(),
-                         ", global_step = ",
-                         Tensor::Scalar<int64_t>(0).DebugString()));
+            absl::StrCat(
+                "foo:0 = ", Tensor::Scalar(42.0f).DebugString(),
+                ", global_step = ", Tensor::Scalar<int64_t>(0).DebugString()));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 

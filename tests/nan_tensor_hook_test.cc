@@ -87,7 +87,8 @@ CO_TEST(NanTensorHook, WithoutFailOnNanLossANaNLossRequestsAStop) {
       co_await ms->Run(graph.TrainWithLoss(kNaN), asio::use_awaitable);
   CO_ASSERT_OK(result.status());
   EXPECT_TRUE(ms->ShouldStop());
-  EXPECT_EQ(ms->stop_reason(), "hook 'NanTensorHook' requested stop: loss is NaN");
+  EXPECT_EQ(ms->stop_reason(),
+            "hook 'NanTensorHook' requested stop: loss is NaN");
   EXPECT_EQ(log.lines->size(), 1u);
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
@@ -115,8 +116,8 @@ CO_TEST(NanTensorHook, ANaNInAnyElementOfAVectorLossCounts) {
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   RunArgs args = graph.Train();
-  args.feeds.emplace_back(
-      in, Tensor::FromVector<double>({1.0, std::nan(""), 2.0}));
+  args.feeds.emplace_back(in,
+                          Tensor::FromVector<double>({1.0, std::nan(""), 2.0}));
   auto result = co_await ms->Run(args, asio::use_awaitable);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
 }

@@ -49,9 +49,9 @@ CO_TEST(StopAtStepHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
   Graph g;
   ops::NoOp(g);
   auto hook = MakeHook({.last_step = 3});
-  auto created = co_await MonitoredSession::Create(
-      g, HookList(hook), nullptr, testing::HookTestOptions(),
-      asio::use_awaitable);
+  auto created = co_await MonitoredSession::Create(g, HookList(hook), nullptr,
+                                                   testing::HookTestOptions(),
+                                                   asio::use_awaitable);
   EXPECT_EQ(created.status().code(), absl::StatusCode::kNotFound);
   EXPECT_NE(created.status().message().find("StopAtStepHook"),
             std::string::npos)
@@ -65,14 +65,17 @@ CO_TEST(StopAtStepHook, StopsWhenTheGlobalStepReachesLastStep) {
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await RawRun(ms->raw_session(), graph.SetStep(5));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_FALSE(ms->ShouldStop());
   // 9 + 1 reaches the last step, but the re-read step is still 9.
   co_await RawRun(ms->raw_session(), graph.SetStep(9));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_FALSE(ms->ShouldStop());
   co_await RawRun(ms->raw_session(), graph.SetStep(10));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_TRUE(ms->ShouldStop());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
@@ -83,7 +86,8 @@ CO_TEST(StopAtStepHook, StopsWhenTheGlobalStepIsAlreadyPastLastStep) {
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await RawRun(ms->raw_session(), graph.SetStep(11));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_TRUE(ms->ShouldStop());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
@@ -96,13 +100,16 @@ CO_TEST(StopAtStepHook, NumStepsCountFromTheStepAtSessionCreation) {
   CO_ASSERT_TRUE(ms != nullptr);
   EXPECT_EQ(hook->last_step(), 10);  // created at step 0
   co_await RawRun(ms->raw_session(), graph.SetStep(8));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_FALSE(ms->ShouldStop());
   co_await RawRun(ms->raw_session(), graph.SetStep(9));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_FALSE(ms->ShouldStop());
   co_await RawRun(ms->raw_session(), graph.SetStep(10));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_TRUE(ms->ShouldStop());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
@@ -113,10 +120,12 @@ CO_TEST(StopAtStepHook, StopsWhenTheStepJumpsPastLastStep) {
   auto hook = MakeHook({.num_steps = 10});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_FALSE(ms->ShouldStop());
   co_await RawRun(ms->raw_session(), graph.SetStep(15));
-  CO_ASSERT_OK((co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Nothing(), asio::use_awaitable)).status());
   EXPECT_TRUE(ms->ShouldStop());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
@@ -128,7 +137,8 @@ CO_TEST(StopAtStepHook, ATrainingLoopRunsExactlyNumSteps) {
   CO_ASSERT_TRUE(ms != nullptr);
   int steps = 0;
   while (!ms->ShouldStop() && steps < 100) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     ++steps;
   }
   EXPECT_EQ(steps, 7);
@@ -154,9 +164,10 @@ class StartAtStepCreator : public SessionCreator {
     RunArgs init{.targets = {init_}};
     auto inited = co_await session->Run(init, asio::use_awaitable);
     if (!inited.ok()) co_return inited.status();
-    const int64_t start = start_steps_.at(
-        std::min(created_++, start_steps_.size() - 1));
-    auto set = co_await session->Run(graph_.SetStep(start), asio::use_awaitable);
+    const int64_t start =
+        start_steps_.at(std::min(created_++, start_steps_.size() - 1));
+    auto set =
+        co_await session->Run(graph_.SetStep(start), asio::use_awaitable);
     if (!set.ok()) co_return set.status();
     co_return session;
   }
@@ -191,7 +202,8 @@ CO_TEST(StopAtStepHook, NumStepsCountFromARestoredGlobalStep) {
   EXPECT_EQ(hook->last_step(), 8);
   int steps = 0;
   while (!ms->ShouldStop() && steps < 100) {
-    CO_ASSERT_OK((co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
     ++steps;
   }
   EXPECT_EQ(steps, 3);
