@@ -10,6 +10,7 @@
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
@@ -249,13 +250,17 @@ WorkerSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
 struct StepState {
   explicit StepState(asio::any_io_executor ex) : executor(std::move(ex)) {}
   asio::any_io_executor executor;
-  asio::cancellation_signal signal;
-  bool finished = false;  // touched only on `executor`
+  asio::cancellation_signal signal;  // emitted only on `executor`
+  // Written on `executor`; read from cancellation handlers anywhere.
+  std::atomic<bool> finished{false};
 
-  // From any thread: cancel the step's waits, on its own executor.
-  static void CancelFromAnywhere(const std::shared_ptr<StepState>& step) {
-    asio::post(step->executor, [step] {
-      if (!step->finished) step->signal.emit(asio::cancellation_type::terminal);
+  // From any thread: cancel the step's waits, on its own executor (a
+  // cancellation_signal is not thread-safe; ASYNC_NOTES pitfall 7).
+  static void CancelFromAnywhere(const std::shared_ptr<StepState>& step,
+                                 asio::cancellation_type type =
+                                     asio::cancellation_type::terminal) {
+    asio::post(step->executor, [step, type] {
+      if (!step->finished) step->signal.emit(type);
     });
   }
 };
@@ -544,10 +549,14 @@ struct MonitoredSession::Impl {
     co_return outputs;
   }
 
-  // Requests stop on behalf of hook `h`, which asked for it.
-  void StopForHook(const Hooks& active, int h) {
-    std::string reason =
-        absl::StrCat("hook '", active[h]->name(), "' requested stop");
+  // Requests stop on behalf of hook `h`, which asked for it: with the
+  // reason it gave, or one naming it.
+  void StopForHook(const Hooks& active, int h,
+                   const SessionRunContext& context) {
+    std::string reason = context.stop_reason();
+    if (reason.empty()) {
+      reason = absl::StrCat("hook '", active[h]->name(), "' requested stop");
+    }
     MarkStopped(reason);
     coord().RequestStop(absl::OkStatus(), std::move(reason)).IgnoreError();
   }
@@ -671,7 +680,7 @@ struct MonitoredSession::Impl {
         asio::cancellation_type::none) {
       co_return absl::CancelledError("Step cancelled in AfterRun");
     }
-    if (stop_requester >= 0) StopForHook(hooks, stop_requester);
+    if (stop_requester >= 0) StopForHook(hooks, stop_requester, context);
     if (merge) outputs->values.resize(merged->caller_fetches);
     co_return std::move(outputs->values);
   }
@@ -763,11 +772,11 @@ struct MonitoredSession::Impl {
       impl->steps.insert(step);
     }
     if (slot.is_connected()) {
+      // The caller may emit from another thread than the step's executor.
       slot.assign([impl, step](asio::cancellation_type type) {
         if (step->finished) return;
-        impl->MarkStopped("cancelled");
-        impl->coord().RequestStop(absl::OkStatus(), "cancelled").IgnoreError();
-        step->signal.emit(type);
+        impl->StopForCancellation();
+        StepState::CancelFromAnywhere(step, type);
       });
     }
     asio::co_spawn(executor, std::move(body),
@@ -808,7 +817,9 @@ asio::any_io_executor MonitoredSession::DefaultExecutor(
     const MonitoredSessionOptions& options) {
   if (options.executor.has_value()) return *options.executor;
   Runtime& runtime = options.runtime ? *options.runtime : Runtime::Default();
-  return runtime.executor();
+  // A strand: the step's cancellation signal is emitted on its executor,
+  // which must not run two handlers at once.
+  return asio::make_strand(runtime.executor());
 }
 
 asio::awaitable<MonitoredSession::CreateResult>
@@ -1031,6 +1042,12 @@ void MonitoredSession::StartClose(asio::cancellation_slot slot,
     absl::Status end_status;
     if (!impl->last_run_failed && !impl->needs_recreate && impl->session) {
       for (const auto& hook : impl->hooks) {
+        // A cancellation that arrived before this End started waiting
+        // would not reach its wait: check first.
+        if (co_await Impl::Cancelled()) {
+          co_return absl::CancelledError(
+              "Close was cancelled while the hooks' End ran");
+        }
         absl::Status s;
         try {
           s = co_await hook->End(*impl->session);
@@ -1043,6 +1060,10 @@ void MonitoredSession::StartClose(asio::cancellation_slot slot,
         }
         if (!s.ok() && end_status.ok()) end_status = s;
       }
+    }
+    if (co_await Impl::Cancelled()) {
+      co_return absl::CancelledError(
+          "Close was cancelled while the hooks' End ran");
     }
     absl::Status joined = co_await impl->coord().Join(
         impl->options.stop_grace_period, asio::use_awaitable);
@@ -1057,7 +1078,7 @@ void MonitoredSession::StartClose(asio::cancellation_slot slot,
   auto close = std::make_shared<StepState>(executor);
   if (slot.is_connected()) {
     slot.assign([close](asio::cancellation_type type) {
-      if (!close->finished) close->signal.emit(type);
+      if (!close->finished) StepState::CancelFromAnywhere(close, type);
     });
   }
   asio::co_spawn(executor, body(impl_),

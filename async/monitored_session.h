@@ -168,8 +168,8 @@ struct MonitoredSessionOptions {
   // Close() joins the coordinator with this grace period.
   std::chrono::nanoseconds stop_grace_period = std::chrono::seconds(120);
   // Where the step coroutine runs when the caller's completion handler has
-  // no executor of its own (use_future, plain callbacks). Null = the
-  // runtime's pool.
+  // no executor of its own (use_future, plain callbacks): a single-threaded
+  // executor or a strand. Null = a strand of the runtime's pool.
   std::optional<boost::asio::any_io_executor> executor;
   Runtime* runtime = nullptr;  // null = Runtime::Default()
   CoordinatorOptions coordinator;

@@ -44,6 +44,7 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -71,12 +72,27 @@ class SessionRunContext {
   Session& session() const { return session_; }
   // The step still finishes (every AfterRun runs); then ShouldStop() is true.
   void RequestStop() { stop_requested_ = true; }
+  // Same, saying why ("hook 'StopAtStepHook' requested stop: ..."): the
+  // first reason given becomes MonitoredSession::stop_reason(). Hooks of one
+  // step may run on several threads of a pool, hence the lock.
+  void RequestStop(std::string reason) {
+    std::lock_guard lock(reason_mu_);
+    if (stop_reason_.empty()) stop_reason_ = std::move(reason);
+    stop_requested_ = true;
+  }
   bool stop_requested() const { return stop_requested_; }
+  // The first reason given to RequestStop ("" if none).
+  std::string stop_reason() const {
+    std::lock_guard lock(reason_mu_);
+    return stop_reason_;
+  }
 
  private:
   const RunArgs& original_args_;
   Session& session_;
-  bool stop_requested_ = false;
+  std::atomic<bool> stop_requested_ = false;
+  mutable std::mutex reason_mu_;
+  std::string stop_reason_;
 };
 
 // What a hook's AfterRun receives.

@@ -1,0 +1,71 @@
+// The implementation of hooks/detail/hook_util.h (here because CMake globs
+// hooks/*.cc only).
+#include "hooks/detail/hook_util.h"
+
+#include <boost/asio/use_awaitable.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops.h"
+
+namespace cosession::hooks_detail {
+
+absl::StatusOr<Output> FindGlobalStepFor(Graph& graph, std::string hook_name) {
+  absl::StatusOr<Output> step = GetGlobalStep(graph);
+  if (step.ok()) return step;
+  return absl::Status(step.status().code(),
+                      absl::StrCat(hook_name,
+                                   " needs a global step (create it with "
+                                   "GetOrCreateGlobalStep): ",
+                                   step.status().message()));
+}
+
+absl::StatusOr<double> ScalarAsDouble(const Tensor& value, std::string what) {
+  if (value.NumElements() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " must hold one value, got ", value.DebugString(4)));
+  }
+  switch (value.dtype()) {
+    case DType::kFloat:
+      return static_cast<double>(value.scalar<float>());
+    case DType::kDouble:
+      return value.scalar<double>();
+    case DType::kInt32:
+      return static_cast<double>(value.scalar<int32_t>());
+    case DType::kInt64:
+      return static_cast<double>(value.scalar<int64_t>());
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " must be numeric, got ", value.DebugString(4)));
+  }
+}
+
+absl::StatusOr<int64_t> ScalarAsInt64(const Tensor& value, std::string what) {
+  if (value.NumElements() != 1 ||
+      (value.dtype() != DType::kInt64 && value.dtype() != DType::kInt32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " must be one int64 or int32 value, got ", value.DebugString(4)));
+  }
+  if (value.dtype() == DType::kInt32) return value.scalar<int32_t>();
+  return value.scalar<int64_t>();
+}
+
+boost::asio::awaitable<absl::StatusOr<int64_t>> ReadInt64(Session& session,
+                                                          Output fetch) {
+  RunArgs args;
+  args.fetches.push_back(fetch);
+  auto values =
+      co_await session.Run(std::move(args), boost::asio::use_awaitable);
+  if (!values.ok()) co_return values.status();
+  co_return ScalarAsInt64(values->at(0), fetch.name());
+}
+
+std::string DisplayName(const Output& output) {
+  std::string name = output.name();
+  if (output.index() == 0 && name.size() > 2 &&
+      name.compare(name.size() - 2, 2, ":0") == 0) {
+    name.resize(name.size() - 2);
+  }
+  return name;
+}
+
+}  // namespace cosession::hooks_detail
