@@ -159,6 +159,25 @@ CO_TEST(GlobalStepWaiterHook, CancellingTheCallersRunEndsTheWaitPromptly) {
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
+// With a second hook that may suspend, the hooks run as coroutines of their
+// own, awaited together: the cancellation reaches the waiter all the same.
+CO_TEST(GlobalStepWaiterHook, CancellationReachesTheWaitAmongConcurrentHooks) {
+  StepGraph graph;
+  LineChannel lines(co_await asio::this_coro::executor, 16);
+  auto hook = MakeHook({.wait_until_step = 1000,
+                        .poll_interval = kForever,
+                        .sink = ToChannel(lines)});
+  auto other = std::make_shared<SessionRunHook>();  // MaySuspend() is true
+  auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook, other));
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto winner = co_await (ms->Run(graph.Train(), asio::use_awaitable) ||
+                          lines.async_receive(asio::use_awaitable));
+  EXPECT_EQ(winner.index(), 1u);
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "cancelled");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
 // A stop requested elsewhere (here: on the coordinator) ends the wait too,
 // and the step completes with Cancelled.
 CO_TEST(GlobalStepWaiterHook, AStopRequestEndsTheWaitWithCancelled) {

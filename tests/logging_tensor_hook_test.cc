@@ -129,6 +129,28 @@ CO_TEST(LoggingTensorHook, EveryNIterLogsAtLocalIterationsZeroNTwoN) {
   EXPECT_EQ(log.lines->size(), 4u) << "no log at end without at_end";
 }
 
+// TF calls _validate_print_every_n_steps twice to check the reset: Begin
+// restarts the local iteration count, so a reused hook logs at 0 again.
+CO_TEST(LoggingTensorHook, ReusedInASecondSessionItCountsFromZeroAgain) {
+  CapturedLog log;
+  std::shared_ptr<LoggingTensorHook> hook;
+  for (int session = 0; session < 2; ++session) {
+    FooGraph graph;
+    if (!hook) {
+      hook = MakeHook(
+          {.tensor_names = {"foo"}, .every_n_iter = 10, .sink = log.Sink()});
+    }
+    auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
+    CO_ASSERT_TRUE(ms != nullptr);
+    for (int i = 0; i < 7; ++i) {
+      CO_ASSERT_OK(
+          (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+    }
+    CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+    EXPECT_EQ(log.lines->size(), static_cast<size_t>(session + 1));
+  }
+}
+
 CO_TEST(LoggingTensorHook, EveryNIterWithAtEndAlsoLogsAtEnd) {
   FooGraph graph;
   CapturedLog log;
