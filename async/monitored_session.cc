@@ -256,9 +256,9 @@ struct StepState {
 
   // From any thread: cancel the step's waits, on its own executor (a
   // cancellation_signal is not thread-safe; ASYNC_NOTES pitfall 7).
-  static void CancelFromAnywhere(const std::shared_ptr<StepState>& step,
-                                 asio::cancellation_type type =
-                                     asio::cancellation_type::terminal) {
+  static void CancelFromAnywhere(
+      const std::shared_ptr<StepState>& step,
+      asio::cancellation_type type = asio::cancellation_type::terminal) {
     asio::post(step->executor, [step, type] {
       if (!step->finished) step->signal.emit(type);
     });

@@ -44,9 +44,8 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
 
   auto add_stop_at_step = [&]() -> absl::Status {
     if (!options.max_steps.has_value()) return absl::OkStatus();
-    return Append(
-        StopAtStepHook::Create({.last_step = options.max_steps}),
-        "max_steps", hooks);
+    return Append(StopAtStepHook::Create({.last_step = options.max_steps}),
+                  "max_steps", hooks);
   };
 
   if (!options.is_chief) {
@@ -89,8 +88,8 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
       summaries.scalars = options.summary_scalars;
       summaries.histograms = options.summary_histograms;
       summaries.clock = options.clock;
-      COSESSION_RETURN_IF_ERROR(Append(SummarySaverHook::Create(summaries),
-                                       "save_summaries", hooks));
+      COSESSION_RETURN_IF_ERROR(
+          Append(SummarySaverHook::Create(summaries), "save_summaries", hooks));
     }
   }
   Scaffold scaffold = options.scaffold;

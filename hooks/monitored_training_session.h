@@ -111,11 +111,11 @@ template <typename CompletionToken>
 auto MonitoredTrainingSession(Graph& graph,
                               MonitoredTrainingSessionOptions options,
                               CompletionToken&& token) {
-  Runtime& runtime = options.session.runtime ? *options.session.runtime
-                                             : Runtime::Default();
-  boost::asio::any_io_executor executor =
-      options.session.executor.has_value() ? *options.session.executor
-                                           : runtime.executor();
+  Runtime& runtime =
+      options.session.runtime ? *options.session.runtime : Runtime::Default();
+  boost::asio::any_io_executor executor = options.session.executor.has_value()
+                                              ? *options.session.executor
+                                              : runtime.executor();
   return boost::asio::co_spawn(
       executor,
       detail::CreateMonitoredTrainingSession(&graph, std::move(options)),

@@ -55,9 +55,10 @@ struct TrainingGraph {
     weight = ops::Variable(g, Tensor::Scalar<float>(1.0f), "weight");
     Output decay = ops::AssignSub(g, weight, ops::Const(g, 0.01f));
     train = ops::Group(
-        g, {Operation(decay.node()),
-            Operation(ops::AssignAdd(g, global_step, ops::Const(g, int64_t{1}))
-                          .node())},
+        g,
+        {Operation(decay.node()),
+         Operation(
+             ops::AssignAdd(g, global_step, ops::Const(g, int64_t{1})).node())},
         "train");
   }
   Graph g;
@@ -154,8 +155,7 @@ TEST(MonitoredTrainingSession, ABadHookOptionIsNamed) {
   options.summary_scalars = {{"nothing", Output()}};
   auto setup = SetUpMonitoredTrainingSession(graph.g, options);
   EXPECT_EQ(setup.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(setup.status().message().find("save_summaries"),
-            std::string::npos)
+  EXPECT_NE(setup.status().message().find("save_summaries"), std::string::npos)
       << setup.status();
 }
 
