@@ -7,13 +7,16 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
 #include "async/monitored_session.h"
 #include "bench/bench_util.h"
 #include "graph/ops.h"
+#include "hooks/monitored_training_session.h"
 
 namespace cosession {
 namespace {
@@ -98,6 +101,47 @@ void BM_Step_AsyncHooks(benchmark::State& state) {
   RunCoroutine(StepLoop(state, MakeHooks<AsyncHook>(state.range(0))));
 }
 BENCHMARK(BM_Step_AsyncHooks)->Arg(10)->UseRealTime();
+
+// MonitoredTrainingSession's default hooks (step counter and summaries every
+// 100 steps, a checkpoint at creation and every 600 s) on the trivial graph:
+// most steps write nothing to disk. Compare with BM_Step_NoHooks.
+asio::awaitable<void> DefaultHooksLoop(benchmark::State& state,
+                                       std::string dir) {
+  Graph g;
+  Output step = GetOrCreateGlobalStep(g);
+  Output inc = ops::AssignAdd(g, step, ops::Const(g, int64_t{1}));
+  MonitoredTrainingSessionOptions options;
+  options.checkpoint_dir = dir;
+  options.summary_scalars = {{"global_step", step}};
+  options.session.runtime = &Runtime::Default();
+  options.log = [](const std::string&) {};  // keep the report readable
+  auto created =
+      co_await MonitoredTrainingSession(g, options, asio::use_awaitable);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    co_return;
+  }
+  auto& session = **created;
+  RunArgs args{.targets = {Operation(inc.node())}};
+  for (auto _ : state) {
+    auto result = co_await session.Run(args, asio::use_awaitable);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      break;
+    }
+  }
+  (void)co_await session.Close(asio::use_awaitable);
+}
+
+void BM_Step_DefaultHooks(benchmark::State& state) {
+  namespace fs = std::filesystem;
+  std::string pattern = (fs::temp_directory_path() / "default_hooks.XXXXXX");
+  const std::string dir = ::mkdtemp(pattern.data());
+  RunCoroutine(DefaultHooksLoop(state, dir));
+  std::error_code ignored;
+  fs::remove_all(dir, ignored);
+}
+BENCHMARK(BM_Step_DefaultHooks)->UseRealTime();
 
 // The same ten BeforeRun/AfterRun calls, made by hand in a coroutine loop.
 asio::awaitable<void> HookCallLoop(benchmark::State& state,

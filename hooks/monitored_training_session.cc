@@ -71,6 +71,7 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
       counter.every_n_steps = options.log_step_count_steps;
       counter.output_dir = summary_dir;
       counter.clock = options.clock;
+      counter.log = options.log;
       COSESSION_RETURN_IF_ERROR(Append(StepCounterHook::Create(counter),
                                        "log_step_count_steps", hooks));
     }

@@ -37,6 +37,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,8 @@ struct MonitoredTrainingSessionOptions {
   MonitoredSessionOptions session;
   // The clock of the default hooks; null = SystemClock().
   Clock* clock = nullptr;
+  // Where the StepCounterHook's lines go; null = standard error.
+  std::function<void(const std::string&)> log;
 };
 
 // What MonitoredTrainingSession creates a MonitoredSession from.
