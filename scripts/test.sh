@@ -59,6 +59,9 @@ for config in "${configs[@]}"; do
     # The benchmarks must at least run; timings come from a quiet machine.
     ./build/release/bench/cosession_bench --benchmark_min_time=0.001 >/dev/null
     ./build/release/examples/hello >/dev/null
+    fit_dir=$(mktemp -d)
+    ./build/release/examples/fit_line "$fit_dir" 200 >/dev/null 2>&1
+    rm -rf "$fit_dir"
   fi
   ctest --test-dir "build/$config" --output-on-failure -j2 --timeout 300 \
     | tee "build/$config/ctest.log"
