@@ -2,10 +2,15 @@
 #ifndef COSESSION_BENCH_BENCH_UTIL_H_
 #define COSESSION_BENCH_BENCH_UTIL_H_
 
+#include <stdlib.h>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <exception>
+#include <filesystem>
+#include <string>
+#include <system_error>
 #include <utility>
 
 namespace cosession::bench {
@@ -21,6 +26,29 @@ inline void RunCoroutine(boost::asio::awaitable<void> body) {
   io.run();
   if (failure) std::rethrow_exception(failure);
 }
+
+// A fresh directory under the system's temp directory, removed with its
+// contents at the end of the benchmark.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX"))
+            .string();
+    const char* made = ::mkdtemp(pattern.data());
+    path_ = made != nullptr ? made : "";
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace cosession::bench
 

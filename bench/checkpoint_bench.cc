@@ -29,25 +29,10 @@ constexpr int kVariables = 16;
 constexpr int64_t kFloatsPerVariable = 1 << 20;  // 4 MB each, 64 MB in all
 constexpr int64_t kBytes = kVariables * kFloatsPerVariable * 4;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string templ =
-        (fs::temp_directory_path() / "ckpt_bench.XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using bench::ScratchDir;
 
 void BM_CheckpointSave(benchmark::State& state) {
-  ScratchDir dir;
+  ScratchDir dir("checkpoint_bench");
   Graph g;
   GetOrCreateGlobalStep(g);
   for (int i = 0; i < kVariables; ++i) {
@@ -85,7 +70,7 @@ void BM_CheckpointSave(benchmark::State& state) {
 BENCHMARK(BM_CheckpointSave)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Baseline_WriteFsync(benchmark::State& state) {
-  ScratchDir dir;
+  ScratchDir dir("checkpoint_bench");
   std::vector<char> bytes(kBytes, 1);
   const std::string path = absl::StrCat(dir.path(), "/baseline.bin");
   for (auto _ : state) {

@@ -7,9 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <cstdlib>
 #include <exception>
-#include <filesystem>
 #include <memory>
 #include <vector>
 
@@ -55,6 +53,25 @@ class AsyncHook : public SyncHook {
 
 using bench::RunCoroutine;
 
+// Times one Run per iteration of the created session, then closes it.
+asio::awaitable<void> TimeSteps(benchmark::State& state,
+                                MonitoredSession::CreateResult created,
+                                RunArgs args) {
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    co_return;
+  }
+  auto& session = **created;
+  for (auto _ : state) {
+    auto result = co_await session.Run(args, asio::use_awaitable);
+    if (!result.ok()) {
+      state.SkipWithError(result.status().ToString().c_str());
+      break;
+    }
+  }
+  (void)co_await session.Close(asio::use_awaitable);
+}
+
 asio::awaitable<void> StepLoop(benchmark::State& state,
                                MonitoredSession::Hooks hooks) {
   Graph g;
@@ -64,20 +81,8 @@ asio::awaitable<void> StepLoop(benchmark::State& state,
   auto created = co_await MonitoredSession::Create(
       g, std::move(hooks), std::make_shared<ChiefSessionCreator>(), options,
       asio::use_awaitable);
-  if (!created.ok()) {
-    state.SkipWithError(created.status().ToString().c_str());
-    co_return;
-  }
-  auto& session = **created;
   RunArgs args{.targets = {Operation(inc.node())}};
-  for (auto _ : state) {
-    auto result = co_await session.Run(args, asio::use_awaitable);
-    if (!result.ok()) {
-      state.SkipWithError(result.status().ToString().c_str());
-      break;
-    }
-  }
-  (void)co_await session.Close(asio::use_awaitable);
+  co_await TimeSteps(state, std::move(created), std::move(args));
 }
 
 template <typename HookType>
@@ -117,29 +122,13 @@ asio::awaitable<void> DefaultHooksLoop(benchmark::State& state,
   options.log = [](const std::string&) {};  // keep the report readable
   auto created =
       co_await MonitoredTrainingSession(g, options, asio::use_awaitable);
-  if (!created.ok()) {
-    state.SkipWithError(created.status().ToString().c_str());
-    co_return;
-  }
-  auto& session = **created;
   RunArgs args{.targets = {Operation(inc.node())}};
-  for (auto _ : state) {
-    auto result = co_await session.Run(args, asio::use_awaitable);
-    if (!result.ok()) {
-      state.SkipWithError(result.status().ToString().c_str());
-      break;
-    }
-  }
-  (void)co_await session.Close(asio::use_awaitable);
+  co_await TimeSteps(state, std::move(created), std::move(args));
 }
 
 void BM_Step_DefaultHooks(benchmark::State& state) {
-  namespace fs = std::filesystem;
-  std::string pattern = (fs::temp_directory_path() / "default_hooks.XXXXXX");
-  const std::string dir = ::mkdtemp(pattern.data());
-  RunCoroutine(DefaultHooksLoop(state, dir));
-  std::error_code ignored;
-  fs::remove_all(dir, ignored);
+  bench::ScratchDir dir("default_hooks_bench");
+  RunCoroutine(DefaultHooksLoop(state, dir.path()));
 }
 BENCHMARK(BM_Step_DefaultHooks)->UseRealTime();
 

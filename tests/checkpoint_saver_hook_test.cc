@@ -20,6 +20,7 @@
 #include "hooks/atomic_file.h"
 #include "hooks/safetensors.h"
 #include "tests/co_test.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
 namespace cosession {
@@ -29,22 +30,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using testing::TestRuntime;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string templ =
-        (fs::temp_directory_path() / "ckpt_hook_test.XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 // Counts calls as TF's MockCheckpointSaverListener; may ask to stop.
 class CountingListener : public CheckpointSaverListener {
@@ -150,7 +136,7 @@ asio::awaitable<int64_t> LatestSavedStep(CheckpointSaverHook& hook) {
 // test_summary_writer_defs)
 
 CO_TEST(CheckpointSaverHook, SaveStepsSavesAtCreationThenEveryNSteps) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 2});
   auto ms = co_await Start(graph.g, hook);
@@ -169,7 +155,7 @@ CO_TEST(CheckpointSaverHook, SaveStepsSavesAtCreationThenEveryNSteps) {
 
 CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {
   // TF: test_save_secs_saves_periodically, with a ManualClock.
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   ManualClock clock;
   auto hook = MakeHook({.checkpoint_dir = dir.path(),
@@ -190,7 +176,7 @@ CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {
 
 CO_TEST(CheckpointSaverHook, EndSavesTheLastStepWhenTheLastSaveIsOlder) {
   // TF: test_save_saves_at_end.
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   ManualClock clock;
   auto hook = MakeHook({.checkpoint_dir = dir.path(),
@@ -212,7 +198,7 @@ CO_TEST(CheckpointSaverHook, EndSavesTheLastStepWhenTheLastSaveIsOlder) {
 // test_save_secs_calls_listeners_at_begin_and_end)
 
 CO_TEST(CheckpointSaverHook, ListenerCountsMatchTensorFlowWithSaveStepsOne) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   auto first = std::make_shared<CountingListener>();
   auto second = std::make_shared<CountingListener>();
@@ -235,7 +221,7 @@ CO_TEST(CheckpointSaverHook, ListenerCountsMatchTensorFlowWithSaveStepsOne) {
 }
 
 CO_TEST(CheckpointSaverHook, SaveSecsCallsListenersAtCreationAndEnd) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   ManualClock clock;
   auto listener = std::make_shared<CountingListener>();
@@ -257,7 +243,7 @@ CO_TEST(CheckpointSaverHook, SaveSecsCallsListenersAtCreationAndEnd) {
 }
 
 CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   auto listener = std::make_shared<CountingListener>();
   listener->dir = dir.path();
@@ -278,7 +264,7 @@ CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
 
 CO_TEST(CheckpointSaverHook,
         AfterSaveAskingToStopStopsTheSessionWithWaitForWrite) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   auto listener = std::make_shared<CountingListener>();
   auto hook = MakeHook({.checkpoint_dir = dir.path(),
@@ -300,7 +286,7 @@ CO_TEST(CheckpointSaverHook,
 CO_TEST(CheckpointSaverHook, AfterSaveAskingToStopStopsTheStepThatDeliversIt) {
   // Without wait_for_write, AfterSave of the save made at session creation
   // runs in the first step that finds its write finished, and stops there.
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   auto listener = std::make_shared<CountingListener>();
   auto hook = MakeHook({.checkpoint_dir = dir.path(),
@@ -319,7 +305,7 @@ CO_TEST(CheckpointSaverHook, AfterSaveAskingToStopStopsTheStepThatDeliversIt) {
 // ---- resuming
 
 CO_TEST(CheckpointSaverHook, ARestartedSessionResumesAtTheSavedGlobalStep) {
-  TempDir dir;
+  ScratchDir dir;
   {
     TrainGraph graph;
     auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 100});
@@ -350,7 +336,7 @@ CO_TEST(CheckpointSaverHook, ARestartedSessionResumesAtTheSavedGlobalStep) {
 // ---- errors
 
 CO_TEST(CheckpointSaverHook, AGraphWithoutAGlobalStepFailsCreateFromBegin) {
-  TempDir dir;
+  ScratchDir dir;
   Graph g;
   ops::Variable(g, Tensor::Scalar<float>(0), "w");
   auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 1});
@@ -379,7 +365,7 @@ TEST(CheckpointSaverHook, BadOptionsAreInvalidArgumentNamingThem) {
 }
 
 CO_TEST(CheckpointSaverHook, AFailedWriteIsTheErrorOfTheCallThatDeliversIt) {
-  TempDir dir;
+  ScratchDir dir;
   TrainGraph graph;
   // A file where the checkpoint directory should be: every write fails.
   const std::string blocked = JoinPath(dir.path(), "blocked");

@@ -18,6 +18,7 @@
 #include "hooks/stop_at_step_hook.h"
 #include "hooks/summary_saver_hook.h"
 #include "tests/co_test.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
 namespace cosession {
@@ -27,21 +28,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using testing::TestRuntime;
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "mts_test.XXXXXX");
-    path_ = ::mkdtemp(pattern.data());
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 class MarkerHook : public SessionRunHook {
  public:

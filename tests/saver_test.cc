@@ -21,6 +21,7 @@
 #include "hooks/safetensors.h"
 #include "tests/co_test.h"
 #include "tests/independent_safetensors_reader.h"
+#include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
 namespace cosession {
@@ -30,26 +31,7 @@ namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using testing::TestRuntime;
 
-// A fresh directory per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ =
-        (fs::temp_directory_path() / "saver_test.XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const {
-    return JoinPath(path_, name);
-  }
-
- private:
-  std::string path_;
-};
+using testing::ScratchDir;
 
 // global_step, a float matrix, a double vector, an int32 and a bool, with
 // ops to set them to new values.
@@ -126,7 +108,7 @@ void FlipByte(const std::string& path, long from_end) {
 // ---- files
 
 CO_TEST(Saver, SaveWritesACheckpointThatAnIndependentReaderAccepts) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -149,7 +131,7 @@ CO_TEST(Saver, SaveWritesACheckpointThatAnIndependentReaderAccepts) {
 }
 
 CO_TEST(Saver, StateFileListsKeptCheckpointsOldestFirstWithTimestamps) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   ManualClock clock(absl::FromUnixSeconds(1700000000));
   auto saver = MakeSaver(m.g, {.clock = &clock});
@@ -169,13 +151,13 @@ CO_TEST(Saver, StateFileListsKeptCheckpointsOldestFirstWithTimestamps) {
 }
 
 TEST(Saver, LatestCheckpointOfAnEmptyDirectoryIsNotFound) {
-  TempDir dir;
+  ScratchDir dir;
   EXPECT_EQ(LatestCheckpoint(dir.path()).status().code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST(Saver, CorruptStateFileIsDataLossNamingIt) {
-  TempDir dir;
+  ScratchDir dir;
   ASSERT_TRUE(
       WriteFileAtomically(dir / "checkpoint", "model_checkpoint_path ").ok());
   auto latest = LatestCheckpoint(dir.path());
@@ -184,7 +166,7 @@ TEST(Saver, CorruptStateFileIsDataLossNamingIt) {
 }
 
 TEST(Saver, StateFileNamingAMissingCheckpointIsNotFound) {
-  TempDir dir;
+  ScratchDir dir;
   ASSERT_TRUE(WriteFileAtomically(dir / "checkpoint",
                                   "model_checkpoint_path: \"model.ckpt-9\"\n")
                   .ok());
@@ -195,7 +177,7 @@ TEST(Saver, StateFileNamingAMissingCheckpointIsNotFound) {
 // ---- retention
 
 CO_TEST(Saver, MaxToKeepDeletesTheOldestCheckpoints) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g, {.max_to_keep = 2});
   auto session = co_await NewSession(m.g);
@@ -213,7 +195,7 @@ CO_TEST(Saver, MaxToKeepDeletesTheOldestCheckpoints) {
 }
 
 CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpoint) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g, {.max_to_keep = 0});
   auto session = co_await NewSession(m.g);
@@ -227,7 +209,7 @@ CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpoint) {
 }
 
 CO_TEST(Saver, KeepCheckpointEveryNHoursPreservesOnePerPeriod) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   ManualClock clock;
   auto saver = MakeSaver(m.g, {.max_to_keep = 1,
@@ -254,7 +236,7 @@ CO_TEST(Saver, KeepCheckpointEveryNHoursPreservesOnePerPeriod) {
 }
 
 CO_TEST(Saver, ANewSaverAdoptsTheRetentionListOfTheDirectory) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto session = co_await NewSession(m.g);
   {
@@ -274,7 +256,7 @@ CO_TEST(Saver, ANewSaverAdoptsTheRetentionListOfTheDirectory) {
 }
 
 TEST(Saver, StaleTempFilesOfDeadWritersAreRemovedOnTheFirstWrite) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   ASSERT_TRUE(WriteFileAtomically(
@@ -291,7 +273,7 @@ TEST(Saver, StaleTempFilesOfDeadWritersAreRemovedOnTheFirstWrite) {
 // ---- restore
 
 CO_TEST(Saver, RestoreAssignsTheSavedValues) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -306,7 +288,7 @@ CO_TEST(Saver, RestoreAssignsTheSavedValues) {
 }
 
 CO_TEST(Saver, RestoreLatestRestoresTheNewestCheckpoint) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -322,7 +304,7 @@ CO_TEST(Saver, RestoreLatestRestoresTheNewestCheckpoint) {
 }
 
 CO_TEST(Saver, RestoreLatestFallsBackToThePreviousCheckpointWithAWarning) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -346,7 +328,7 @@ CO_TEST(Saver, RestoreLatestFallsBackToThePreviousCheckpointWithAWarning) {
 }
 
 CO_TEST(Saver, RestoreLatestIsDataLossWhenNoCheckpointLoads) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -364,7 +346,7 @@ CO_TEST(Saver, RestoreLatestIsDataLossWhenNoCheckpointLoads) {
 }
 
 CO_TEST(Saver, RestoringACorruptFileIsDataLossAndChangesNothing) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -395,7 +377,7 @@ std::vector<std::pair<std::string, Tensor>> ModelTensors() {
 }
 
 CO_TEST(Saver, AVariableMissingFromTheFileIsNotFoundNamingIt) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto tensors = ModelTensors();
@@ -409,7 +391,7 @@ CO_TEST(Saver, AVariableMissingFromTheFileIsNotFoundNamingIt) {
 }
 
 CO_TEST(Saver, AWrongDtypeIsInvalidArgumentNamingTheVariableAndFile) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto tensors = ModelTensors();
@@ -423,7 +405,7 @@ CO_TEST(Saver, AWrongDtypeIsInvalidArgumentNamingTheVariableAndFile) {
 }
 
 CO_TEST(Saver, AShapeMismatchIsInvalidArgumentAndAssignsNothing) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto tensors = ModelTensors();
@@ -480,7 +462,7 @@ TEST(Saver, OnAFinalizedGraphCreateReusesTheOpsOfAnEarlierSaverOrFails) {
 // ---- saves on the pool
 
 CO_TEST(Saver, StartSaveReturnsBeforeTheWriteWhichRunsOnThePool) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -503,7 +485,7 @@ CO_TEST(Saver, StartSaveReturnsBeforeTheWriteWhichRunsOnThePool) {
 }
 
 CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto session = co_await NewSession(m.g);
@@ -544,7 +526,7 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
 }
 
 CO_TEST(Saver, MakeRestoreFunctionIsFalseWithoutACheckpointAndTrueWithOne) {
-  TempDir dir;
+  ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g);
   auto restore = MakeRestoreFunction(saver, dir.path());
