@@ -1,5 +1,38 @@
-// MonitoredSession: the hook semantics of DESIGN.md, one test each, with
-// recording fake hooks.
+// MonitoredSession: the hook semantics of DESIGN.md, with recording fake
+// hooks. Each numbered point of "Semantics the hooks must keep" and its tests:
+//   1  BeginIsCalledOnceInOrderThenTheGraphIsFinalized,
+//      BeginAddingToAFinalizedGraphFailsCreateNamingTheOp,
+//      ASecondSessionOnTheSameGraphFindsWhatBeginAddedBefore
+//   2  AbortedRecreatesTheSessionAndRetriesTheRun (AfterCreateSession again,
+//      no Begin, no End)
+//   3  HookFetchesAndTargetsRunInTheSameStep, TwoHooksFeedingTheSameTensor-
+//      IsInvalid, OptionsMergeToTheHighestTraceLevel,
+//      OptionsMergeToTheLargestTimeoutAndLeaveTheCallersFeeds
+//   4  HookFetchesAndTargetsRunInTheSameStep (and the test after it),
+//      MonitoredSessionInline.HookFetchesReachOnlyThatHook
+//   5  RequestStopInAfterRunFinishesTheStepThenStops,
+//      StopReasonNamesTheHookThatAskedForStop
+//   6  FailingBeforeRunSkipsTheGraphAndAfterRun, FailingGraphSkipsAfterRun-
+//      AndTellsHooksOnError, FailingAfterRunIsWhatTheStepReturns
+//   7  CloseCallsEndInOrderAfterANormalRun, OutOfRangeStopsCleanlyAndClose-
+//      CallsEnd, EndIsNotCalledAfterANonRecoverableError,
+//      ASecondCloseIsFailedPreconditionAndCallsNothing
+//   8  AbortedRecreatesTheSessionAndRetriesTheRun,
+//      RecoveryStopsAfterTheConfiguredAttempts, MonitoredSessionInline.*
+//   9  ATaskErrorCancelsTheStepAndIsWhatRunReturns,
+//      CloseNamesATaskStillRunningAfterTheGracePeriod (and
+//      tests/coordinator_test.cc)
+//   10 CancellingTheCallerStopsAHookWaitAndRequestsStop,
+//      ATaskErrorCancelsTheStepAndIsWhatRunReturns,
+//      ThousandStepsWithRandomCancellationsNeverHang,
+//      MonitoredSessionInline.*Cancel*, MonitoredSessionInline.AStopFrom-
+//      AnotherThreadCancelsTheKernelWait
+//   11 HooksAreCalledInTheOrderGiven, ConcurrentHooksAreStartedInOrderAnd-
+//      AwaitedTogether, SequentialHooksStartOnlyAfterThePreviousFinished,
+//      AFailingConcurrentHookCancelsTheOthersAndWins
+//   12 RunStepFnGivesRawSessionHooksAndStop,
+//      CancellingRunStepFnStopsItsWaitAndRequestsStop
+//   13 tests/monitored_training_session_test.cc
 #include "async/monitored_session.h"
 
 #include <gtest/gtest.h>
@@ -201,6 +234,28 @@ CO_TEST(MonitoredSession, BeginAddingToAFinalizedGraphFailsCreateNamingTheOp) {
       << created.status();
 }
 
+CO_TEST(MonitoredSession,
+        ASecondSessionOnTheSameGraphFindsWhatBeginAddedBefore) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto make_hook = [&] {
+    auto hook = Hook("stepper", log);
+    // As hooks do: find or create the global step in Begin.
+    hook->on_begin = [](Graph& g) { GetOrCreateGlobalStep(g); };
+    return hook;
+  };
+  auto first =
+      co_await CreateOrFail(graph.g, HookList(make_hook()), TestOptions());
+  CO_ASSERT_TRUE(first != nullptr);
+  CO_ASSERT_OK(co_await first->Close(asio::use_awaitable));
+  const int nodes = graph.g.num_nodes();
+  auto second =
+      co_await CreateOrFail(graph.g, HookList(make_hook()), TestOptions());
+  CO_ASSERT_TRUE(second != nullptr);
+  EXPECT_EQ(graph.g.num_nodes(), nodes);  // the second Begin added nothing
+  CO_ASSERT_OK(co_await second->Close(asio::use_awaitable));
+}
+
 // ---- 3/4. merging and per-hook results
 
 CO_TEST(MonitoredSession, HookFetchesAndTargetsRunInTheSameStep) {
@@ -278,6 +333,29 @@ CO_TEST(MonitoredSession, OptionsMergeToTheHighestTraceLevel) {
   EXPECT_EQ(other->values_seen[0].options.trace_level, RunOptions::kFullTrace);
   EXPECT_FALSE(
       other->values_seen[0].run_metadata.step_stats.node_stats.empty());
+}
+
+CO_TEST(MonitoredSession,
+        OptionsMergeToTheLargestTimeoutAndLeaveTheCallersFeeds) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto short_wait = Hook("short", log), long_wait = Hook("long", log),
+       other = Hook("other", log);
+  short_wait->before_run_args.options.timeout = std::chrono::seconds(5);
+  long_wait->before_run_args.options.timeout = std::chrono::seconds(9);
+  auto ms = co_await CreateOrFail(
+      graph.g, HookList(short_wait, long_wait, other), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  RunArgs args = graph.Double(3);
+  args.options.timeout = std::chrono::seconds(7);
+  CO_ASSERT_OK((co_await ms->Run(args, asio::use_awaitable)).status());
+  CO_ASSERT_TRUE(other->values_seen.size() == 1);
+  EXPECT_EQ(other->values_seen[0].options.timeout, std::chrono::seconds(9));
+  // The caller's arguments are what they were.
+  CO_ASSERT_TRUE(args.feeds.size() == 1);
+  EXPECT_EQ(args.feeds[0].second.scalar<float>(), 3.0f);
+  EXPECT_EQ(args.options.timeout, std::chrono::seconds(7));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
 // ---- 5. RequestStop from a hook
@@ -498,6 +576,33 @@ CO_TEST(MonitoredSession, CancellingTheCallerStopsAHookWaitAndRequestsStop) {
   log->clear();
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(*log, (Log{"waiter.End"}));  // a clean stop: End runs
+}
+
+// A coordinated task that does not let a stop cancel its wait.
+asio::awaitable<absl::Status> Straggler(testing::TokenChannel& started,
+                                        testing::TokenChannel& release) {
+  co_await asio::this_coro::reset_cancellation_state(
+      [](asio::cancellation_type) { return asio::cancellation_type::none; });
+  started.try_send(boost::system::error_code());
+  co_await release.async_receive(asio::use_awaitable);
+  co_return absl::OkStatus();
+}
+
+CO_TEST(MonitoredSession, CloseNamesATaskStillRunningAfterTheGracePeriod) {
+  CounterGraph graph;
+  MonitoredSessionOptions options = TestOptions();
+  options.stop_grace_period = std::chrono::milliseconds(1);
+  auto ms = co_await CreateOrFail(graph.g, HookList(), options);
+  CO_ASSERT_TRUE(ms != nullptr);
+  testing::TokenChannel started(co_await asio::this_coro::executor, 1);
+  testing::TokenChannel release(co_await asio::this_coro::executor, 1);
+  ms->coordinator().Spawn("slow_reader", Straggler(started, release));
+  co_await started.async_receive(asio::use_awaitable);
+  absl::Status closed = co_await ms->Close(asio::use_awaitable);
+  EXPECT_EQ(closed.code(), absl::StatusCode::kDeadlineExceeded) << closed;
+  EXPECT_NE(closed.message().find("slow_reader"), std::string::npos) << closed;
+  // Let the straggler finish before the test's context is torn down.
+  release.try_send(boost::system::error_code());
 }
 
 // ---- 11. order
