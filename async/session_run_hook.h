@@ -132,8 +132,12 @@ class SessionRunHook {
   // as a coroutine of its own and they are awaited together (~0.4 µs a
   // hook); when at most one hook may suspend,
   // every hook is awaited in order instead (~15 ns each), which is
-  // equivalent. A hook that returns false but suspends still works: the
-  // hooks after it just start once it completed.
+  // equivalent. When no hook of a step may suspend, `co_await
+  // ms.Run(args, use_awaitable)` runs the step inside the caller's
+  // coroutine. A hook that returns false but suspends still works: the
+  // hooks after it just start once it completed, and on that inline path
+  // only the caller's cancellation (not a stop requested elsewhere) reaches
+  // its wait -- so keep such waits short.
   virtual bool MaySuspend() const { return true; }
 
   // How messages name this hook (e.g. stop_reason(): "hook 'X' requested
