@@ -490,8 +490,8 @@ CO_TEST(Saver, StartSaveReturnsBeforeTheWriteWhichRunsOnThePool) {
   // A one-thread pool kept busy until the test lets it go.
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(),
-             [release] { release->WaitFor(std::chrono::seconds(15)); });
+  auto block_pool = [release] { release->WaitFor(std::chrono::seconds(15)); };
+  asio::post(pool.executor(), block_pool);
   auto started = co_await saver->StartSave(pool, *snapshot, dir.path(), 8);
   CO_ASSERT_OK(started.status());
   EXPECT_FALSE((*started)->done());
@@ -512,8 +512,8 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
   CO_ASSERT_OK(snapshot.status());
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(),
-             [release] { release->WaitFor(std::chrono::seconds(15)); });
+  auto block_pool = [release] { release->WaitFor(std::chrono::seconds(15)); };
+  asio::post(pool.executor(), block_pool);
   auto first = co_await saver->StartSave(pool, *snapshot, dir.path(), 1);
   CO_ASSERT_OK(first.status());
   auto second_started = std::make_shared<bool>(false);
@@ -523,9 +523,11 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
     EXPECT_TRUE((*first)->done()) << "started before the first save finished";
     *second_started = true;
   };
-  auto done = std::make_shared<testing::Latch>();
-  asio::co_spawn(co_await asio::this_coro::executor, second(),
-                 [done](std::exception_ptr) { done->Notify(); });
+  // Named, not a temporary inside the coroutine (g++ 12: ASYNC_NOTES 4).
+  auto on_second_done = [](std::exception_ptr) {};
+  auto second_coroutine = second();
+  asio::co_spawn(co_await asio::this_coro::executor,
+                 std::move(second_coroutine), on_second_done);
   for (int i = 0; i < 20; ++i) {
     co_await asio::post(co_await asio::this_coro::executor,
                         asio::use_awaitable);
