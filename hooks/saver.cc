@@ -247,14 +247,15 @@ void PendingSave::AddWaiter(Waiter waiter) {
 }
 
 asio::awaitable<absl::StatusOr<std::string>> PendingSave::Wait() {
+  // Named before the co_await: g++ 12 mishandles capturing lambda
+  // temporaries inside co_await expressions (ASYNC_NOTES pitfall 4).
+  auto initiation = [this](auto handler) {
+    AddWaiter(detail::PostToHandler<absl::StatusOr<std::string>>(
+        std::move(handler), [](absl::StatusOr<std::string> r) { return r; }));
+  };
   co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                           void(absl::StatusOr<std::string>)>(
-      [this](auto handler) {
-        AddWaiter(detail::PostToHandler<absl::StatusOr<std::string>>(
-            std::move(handler),
-            [](absl::StatusOr<std::string> r) { return r; }));
-      },
-      asio::use_awaitable);
+      initiation, asio::use_awaitable);
 }
 
 absl::StatusOr<std::string> PendingSave::WaitBlocking() {
@@ -418,19 +419,20 @@ asio::awaitable<absl::StatusOr<std::shared_ptr<PendingSave>>> Saver::StartSave(
     }
     (void)co_await previous->Wait();
   }
-  asio::post(runtime.executor(),
-             [self = shared_from_this(), mine, snapshot = std::move(snapshot),
-              dir = std::move(dir), step] {
-               absl::StatusOr<std::string> result;
-               try {
-                 result = self->WriteCheckpoint(snapshot, dir, step);
-               } catch (const std::exception& e) {
-                 result = absl::InternalError(
-                     absl::StrCat("writing the checkpoint for step ", step,
-                                  " in '", dir, "' threw: ", e.what()));
-               }
-               mine->Complete(std::move(result));
-             });
+  // Named, not a temporary inside the coroutine (ASYNC_NOTES pitfall 4).
+  auto write = [self = shared_from_this(), mine, snapshot = std::move(snapshot),
+                dir = std::move(dir), step] {
+    absl::StatusOr<std::string> result;
+    try {
+      result = self->WriteCheckpoint(snapshot, dir, step);
+    } catch (const std::exception& e) {
+      result = absl::InternalError(
+          absl::StrCat("writing the checkpoint for step ", step, " in '", dir,
+                       "' threw: ", e.what()));
+    }
+    mine->Complete(std::move(result));
+  };
+  asio::post(runtime.executor(), std::move(write));
   co_return mine;
 }
 

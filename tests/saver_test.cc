@@ -473,8 +473,8 @@ CO_TEST(Saver, StartSaveReturnsBeforeTheWriteWhichRunsOnThePool) {
   // A one-thread pool kept busy until the test lets it go.
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(),
-             [release] { release->WaitFor(std::chrono::seconds(15)); });
+  auto block_pool = [release] { release->WaitFor(std::chrono::seconds(15)); };
+  asio::post(pool.executor(), block_pool);
   auto started = co_await saver->StartSave(pool, *snapshot, dir.path(), 8);
   CO_ASSERT_OK(started.status());
   EXPECT_FALSE((*started)->done());
@@ -495,8 +495,8 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
   CO_ASSERT_OK(snapshot.status());
   Runtime pool(RuntimeOptions{.num_threads = 1});
   auto release = std::make_shared<testing::Latch>();
-  asio::post(pool.executor(),
-             [release] { release->WaitFor(std::chrono::seconds(15)); });
+  auto block_pool = [release] { release->WaitFor(std::chrono::seconds(15)); };
+  asio::post(pool.executor(), block_pool);
   auto first = co_await saver->StartSave(pool, *snapshot, dir.path(), 1);
   CO_ASSERT_OK(first.status());
   auto second_started = std::make_shared<bool>(false);
