@@ -38,8 +38,8 @@ struct Model {
     loss = ops::Mean(g, ops::Square(g, error), {}, false, "loss");
     // d loss / d w = mean(2 * error * x), d loss / d b = mean(2 * error).
     Output rate = ops::Const(g, 0.05f);
-    Output grad_w = ops::Mul(
-        g, ops::Const(g, 2.0f), ops::Mean(g, ops::Mul(g, error, x)), "grad_w");
+    Output grad_w = ops::Mul(g, ops::Const(g, 2.0f),
+                             ops::Mean(g, ops::Mul(g, error, x)), "grad_w");
     Output grad_b =
         ops::Mul(g, ops::Const(g, 2.0f), ops::Mean(g, error), "grad_b");
     train = ops::Group(
@@ -108,9 +108,8 @@ int main(int argc, char** argv) {
   int64_t max_steps = argc > 2 ? std::atoll(argv[2]) : 300;
   asio::io_context io;
   int result = 1;
-  asio::co_spawn(io, Train(dir, max_steps), [&](std::exception_ptr e, int r) {
-    result = e ? 1 : r;
-  });
+  asio::co_spawn(io, Train(dir, max_steps),
+                 [&](std::exception_ptr e, int r) { result = e ? 1 : r; });
   io.run();
   return result;
 }
