@@ -21,17 +21,8 @@ using testing::HookList;
 using testing::StepGraph;
 
 // metric = the value fed with each training step.
-struct MetricGraph : StepGraph {
-  MetricGraph() {
-    metric_in = ops::Placeholder(g, DType::kFloat, TensorShape{}, "metric_in");
-    metric = ops::Identity(g, metric_in, "val_loss");
-  }
-  RunArgs TrainWith(float value) const {
-    RunArgs args = Train();
-    args.feeds.emplace_back(metric_in, Tensor::Scalar(value));
-    return args;
-  }
-  Output metric_in, metric;
+struct MetricGraph : testing::FedValueGraph {
+  MetricGraph() : FedValueGraph("val_loss") {}
 };
 
 std::shared_ptr<EarlyStoppingHook> MakeHook(EarlyStoppingHookOptions options) {
@@ -69,10 +60,10 @@ TEST(EarlyStoppingHook, CreateRejectsBadOptionsNamingEach) {
     std::string option;
   };
   std::vector<Case> cases = {
-      {{.metric = graph.metric, .patience = 0}, "patience"},
-      {{.metric = graph.metric, .every_n_steps = 0}, "every_n_steps"},
-      {{.metric = graph.metric, .min_delta = -0.1}, "min_delta"},
-      {{.metric = graph.metric, .min_delta = std::nan("")}, "min_delta"},
+      {{.metric = graph.value, .patience = 0}, "patience"},
+      {{.metric = graph.value, .every_n_steps = 0}, "every_n_steps"},
+      {{.metric = graph.value, .min_delta = -0.1}, "min_delta"},
+      {{.metric = graph.value, .min_delta = std::nan("")}, "min_delta"},
       {{.metric = ops::Const(graph.g, true, "flag")}, "flag:0"},
   };
   for (const auto& c : cases) {
@@ -100,7 +91,7 @@ CO_TEST(EarlyStoppingHook, StopsAfterPatienceEvaluationsWithoutImprovement) {
   MetricGraph graph;
   CapturedLog log;
   auto hook =
-      MakeHook({.metric = graph.metric, .patience = 3, .sink = log.Sink()});
+      MakeHook({.metric = graph.value, .patience = 3, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {5, 4, 4.5, 4.2, 4.1, 1, 1};
@@ -119,7 +110,7 @@ CO_TEST(EarlyStoppingHook, StopsAfterPatienceEvaluationsWithoutImprovement) {
 
 CO_TEST(EarlyStoppingHook, AnImprovementRestartsTheCount) {
   MetricGraph graph;
-  auto hook = MakeHook({.metric = graph.metric, .patience = 2});
+  auto hook = MakeHook({.metric = graph.value, .patience = 2});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {5, 6, 3, 7, 2, 8};
@@ -134,7 +125,7 @@ CO_TEST(EarlyStoppingHook, AnImprovementRestartsTheCount) {
 CO_TEST(EarlyStoppingHook, ASmallerChangeThanMinDeltaIsNoImprovement) {
   MetricGraph graph;
   auto hook =
-      MakeHook({.metric = graph.metric, .min_delta = 0.5, .patience = 5});
+      MakeHook({.metric = graph.value, .min_delta = 0.5, .patience = 5});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {5, 4.75};
@@ -151,7 +142,7 @@ CO_TEST(EarlyStoppingHook, ASmallerChangeThanMinDeltaIsNoImprovement) {
 CO_TEST(EarlyStoppingHook, MaxModeWantsHigherValues) {
   MetricGraph graph;
   auto hook = MakeHook(
-      {.metric = graph.metric, .mode = EarlyStoppingMode::kMax, .patience = 1});
+      {.metric = graph.value, .mode = EarlyStoppingMode::kMax, .patience = 1});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {0.5, 0.75, 0.75, 0.9};
@@ -165,7 +156,7 @@ CO_TEST(EarlyStoppingHook, MaxModeWantsHigherValues) {
 CO_TEST(EarlyStoppingHook, EveryNStepsEvaluatesAtLocalIterationsZeroNTwoN) {
   MetricGraph graph;
   auto hook =
-      MakeHook({.metric = graph.metric, .patience = 2, .every_n_steps = 3});
+      MakeHook({.metric = graph.value, .patience = 2, .every_n_steps = 3});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   // Only 5, 6 and 7 are seen; the 1s in between would have improved.
@@ -180,7 +171,7 @@ CO_TEST(EarlyStoppingHook, EveryNStepsEvaluatesAtLocalIterationsZeroNTwoN) {
 
 CO_TEST(EarlyStoppingHook, ANaNNeverImproves) {
   MetricGraph graph;
-  auto hook = MakeHook({.metric = graph.metric, .patience = 2});
+  auto hook = MakeHook({.metric = graph.value, .patience = 2});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   std::vector<float> values = {std::nanf(""), 3, std::nanf(""), std::nanf("")};

@@ -46,6 +46,21 @@ struct StepGraph {
   Operation no_op;
 };
 
+// A StepGraph with a float scalar `value` (named `name`) that each training
+// step feeds: a loss or metric the test chooses step by step.
+struct FedValueGraph : StepGraph {
+  explicit FedValueGraph(const std::string& name) {
+    input = ops::Placeholder(g, DType::kFloat, TensorShape{}, name + "_in");
+    value = ops::Identity(g, input, name);
+  }
+  RunArgs TrainWith(float fed) const {
+    RunArgs args = Train();
+    args.feeds.emplace_back(input, Tensor::Scalar(fed));
+    return args;
+  }
+  Output input, value;
+};
+
 inline MonitoredSessionOptions HookTestOptions() {
   MonitoredSessionOptions options;
   options.runtime = &TestRuntime();

@@ -21,17 +21,8 @@ using testing::HookList;
 using testing::StepGraph;
 
 // loss = the fed value (a placeholder), so each step chooses its loss.
-struct LossGraph : StepGraph {
-  LossGraph() {
-    loss_in = ops::Placeholder(g, DType::kFloat, TensorShape{}, "loss_in");
-    loss = ops::Identity(g, loss_in, "loss");
-  }
-  RunArgs TrainWithLoss(float value) const {
-    RunArgs args = Train();
-    args.feeds.emplace_back(loss_in, Tensor::Scalar(value));
-    return args;
-  }
-  Output loss_in, loss;
+struct LossGraph : testing::FedValueGraph {
+  LossGraph() : FedValueGraph("loss") {}
 };
 
 std::shared_ptr<NanTensorHook> MakeHook(NanTensorHookOptions options) {
@@ -60,11 +51,10 @@ TEST(NanTensorHook, CreateRejectsAnIntegerLossNamingIt) {
 CO_TEST(NanTensorHook, ANaNLossFailsTheStepWithTensorFlowsMessage) {
   LossGraph graph;
   CapturedLog log;
-  auto hook = MakeHook({.loss = graph.loss, .sink = log.Sink()});
+  auto hook = MakeHook({.loss = graph.value, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
-  auto result =
-      co_await ms->Run(graph.TrainWithLoss(kNaN), asio::use_awaitable);
+  auto result = co_await ms->Run(graph.TrainWith(kNaN), asio::use_awaitable);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(result.status().message().find("NaN loss during training."),
             std::string::npos)
@@ -80,11 +70,10 @@ CO_TEST(NanTensorHook, WithoutFailOnNanLossANaNLossRequestsAStop) {
   LossGraph graph;
   CapturedLog log;
   auto hook = MakeHook(
-      {.loss = graph.loss, .fail_on_nan_loss = false, .sink = log.Sink()});
+      {.loss = graph.value, .fail_on_nan_loss = false, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
-  auto result =
-      co_await ms->Run(graph.TrainWithLoss(kNaN), asio::use_awaitable);
+  auto result = co_await ms->Run(graph.TrainWith(kNaN), asio::use_awaitable);
   CO_ASSERT_OK(result.status());
   EXPECT_TRUE(ms->ShouldStop());
   EXPECT_EQ(ms->stop_reason(),
@@ -96,13 +85,12 @@ CO_TEST(NanTensorHook, WithoutFailOnNanLossANaNLossRequestsAStop) {
 CO_TEST(NanTensorHook, AFiniteOrInfiniteLossNeitherFailsNorStops) {
   LossGraph graph;
   CapturedLog log;
-  auto hook = MakeHook({.loss = graph.loss, .sink = log.Sink()});
+  auto hook = MakeHook({.loss = graph.value, .sink = log.Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   for (float loss : {1.0f, 0.0f, std::numeric_limits<float>::infinity()}) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.TrainWithLoss(loss), asio::use_awaitable))
-            .status());
+    CO_ASSERT_OK((co_await ms->Run(graph.TrainWith(loss), asio::use_awaitable))
+                     .status());
   }
   EXPECT_FALSE(ms->ShouldStop());
   EXPECT_TRUE(log.lines->empty());
@@ -133,11 +121,10 @@ CO_TEST(NanTensorHook, AfterANaNFailureCloseSkipsEnd) {
     }
   };
   auto probe = std::make_shared<EndProbe>();
-  auto hook = MakeHook({.loss = graph.loss, .sink = CapturedLog().Sink()});
+  auto hook = MakeHook({.loss = graph.value, .sink = CapturedLog().Sink()});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook, probe));
   CO_ASSERT_TRUE(ms != nullptr);
-  auto result =
-      co_await ms->Run(graph.TrainWithLoss(kNaN), asio::use_awaitable);
+  auto result = co_await ms->Run(graph.TrainWith(kNaN), asio::use_awaitable);
   EXPECT_FALSE(result.ok());
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_FALSE(probe->ended);
