@@ -26,7 +26,7 @@ fuzzed=0
 for config in "${configs[@]}"; do
   echo "=== $config ==="
   case "$config" in
-    release) configure_build release -DCMAKE_BUILD_TYPE=Release ;;
+    release) configure_build release -DCMAKE_BUILD_TYPE=Release -DCOSESSION_NATIVE=ON ;;
     asan) configure_build asan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=address ;;
     tsan) configure_build tsan "${sanitizer_flags[@]}" -DCOSESSION_SANITIZE=thread ;;
     fuzz) CXX=clang++-19 configure_build fuzz "${sanitizer_flags[@]}" \
