@@ -323,7 +323,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     InputPtrs inputs = Inputs(step);
     KernelContext ctx(*step.node, inputs,
                       slots_.data() + step.first_output_slot, *resources_,
-                      &stop_);
+                      &stop_, &runtime_);
     const auto start = trace_ ? std::chrono::steady_clock::now()
                               : std::chrono::steady_clock::time_point();
     absl::Status status;

@@ -1,6 +1,11 @@
 #include "async/runtime.h"
 
 #include <algorithm>
+#include <atomic>
+#include <boost/asio/post.hpp>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace cosession {
@@ -17,6 +22,61 @@ Runtime::Runtime(RuntimeOptions options)
       pool_(static_cast<size_t>(num_threads_)) {}
 
 Runtime::~Runtime() { pool_.join(); }
+
+namespace {
+// What the threads of one ParallelFor share. Helpers hold it by shared_ptr:
+// one may start after every piece is done and the caller returned.
+struct ParallelLoop {
+  ParallelLoop(int64_t n, int64_t pieces,
+               absl::FunctionRef<void(int64_t, int64_t)> fn)
+      : n(n), pieces(pieces), fn(fn) {}
+
+  // Claims and runs pieces until none is left unclaimed.
+  void RunPieces() {
+    for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < pieces;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      // fn is used only for claimed pieces, all finished before the caller
+      // returns, so the callable it refers to is still alive.
+      fn(i * n / pieces, (i + 1) * n / pieces);
+      if (finished.fetch_add(1, std::memory_order_acq_rel) + 1 == pieces) {
+        std::lock_guard lock(mu);
+        all_done = true;
+        cv.notify_one();
+      }
+    }
+  }
+
+  const int64_t n;
+  const int64_t pieces;
+  const absl::FunctionRef<void(int64_t, int64_t)> fn;
+  std::atomic<int64_t> next{0};
+  std::atomic<int64_t> finished{0};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool all_done = false;  // guarded by mu
+};
+}  // namespace
+
+void Runtime::ParallelFor(int64_t n, int64_t cost_per_unit,
+                          absl::FunctionRef<void(int64_t, int64_t)> fn) {
+  if (n <= 0) return;
+  const int64_t total = n * std::max<int64_t>(cost_per_unit, 1);
+  const int64_t min_piece = std::max<int64_t>(options_.inline_cost_threshold, 1);
+  const int64_t pieces = std::min<int64_t>(
+      {static_cast<int64_t>(num_threads_), n, total / min_piece});
+  if (pieces <= 1) {
+    fn(0, n);
+    return;
+  }
+  auto loop = std::make_shared<ParallelLoop>(n, pieces, fn);
+  for (int64_t i = 1; i < pieces; ++i) {
+    boost::asio::post(pool_, [loop] { loop->RunPieces(); });
+  }
+  loop->RunPieces();
+  // Every piece is claimed; wait for those other threads are running.
+  std::unique_lock lock(loop->mu);
+  loop->cv.wait(lock, [&] { return loop->all_done; });
+}
 
 Runtime& Runtime::Default() {
   static Runtime runtime;

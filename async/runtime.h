@@ -11,6 +11,10 @@
 
 #include <boost/asio/thread_pool.hpp>
 #include <cstddef>
+#include <cstdint>
+
+#include "absl/functional/function_ref.h"
+#include "graph/kernel.h"
 
 namespace cosession {
 
@@ -24,12 +28,12 @@ struct RuntimeOptions {
   int64_t inline_cost_threshold = 32 * 1024;
 };
 
-class Runtime {
+class Runtime : public ParallelRunner {
  public:
   explicit Runtime(RuntimeOptions options = {});
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
-  ~Runtime();
+  ~Runtime() override;
 
   // A process-wide runtime with default options, created on first use.
   static Runtime& Default();
@@ -40,6 +44,15 @@ class Runtime {
   int64_t inline_cost_threshold() const {
     return options_.inline_cost_threshold;
   }
+  // Intra-op parallelism for kernels (graph/kernel.h): up to num_threads()
+  // pieces, each worth at least inline_cost_threshold() element operations;
+  // the calling thread runs pieces too, and pieces nobody has started yet
+  // when it runs out are its own, so a busy pool only makes it serial,
+  // never stuck.
+  void ParallelFor(
+      int64_t n, int64_t cost_per_unit,
+      absl::FunctionRef<void(int64_t begin, int64_t end)> fn) override;
+
   // True on one of this runtime's pool threads.
   bool InPoolThread() const {
     return pool_.get_executor().running_in_this_thread();

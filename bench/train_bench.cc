@@ -12,10 +12,21 @@
 #include <benchmark/benchmark.h>
 
 #include <Eigen/Core>
+#include <boost/asio/use_awaitable.hpp>
 #include <cstdint>
+#include <memory>
 #include <random>
+#include <vector>
 
+#include "async/monitored_session.h"
+#include "bench/bench_util.h"
+#include "examples/mlp_classifier.h"
+#include "graph/ops.h"
+
+namespace cosession {
 namespace {
+
+namespace asio = boost::asio;
 
 struct MlpSize {
   int inputs;
@@ -115,4 +126,75 @@ void BM_Baseline_TinyMLP_Eigen(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_TinyMLP_Eigen)->UseRealTime();
 
+// ---- Through cosession: placeholders fed with the batch, the model of
+// examples/mlp_classifier.h with plain gradient descent, a MonitoredSession
+// without hooks, `co_await ms.Run(...)` per iteration.
+
+Tensor RandomTensor(DType dtype, TensorShape shape, int classes,
+                    std::mt19937& rng) {
+  Tensor t = Tensor::Allocate(dtype, shape);
+  if (dtype == DType::kFloat) {
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (float& v : t.mutable_flat<float>()) v = normal(rng);
+  } else {
+    std::uniform_int_distribution<int> label(0, classes - 1);
+    for (int32_t& v : t.mutable_flat<int32_t>()) v = label(rng);
+  }
+  return t;
+}
+
+asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
+  Graph g;
+  g.set_seed(42);
+  Output x = ops::Placeholder(g, DType::kFloat,
+                              TensorShape{size.batch, size.inputs}, "x");
+  Output y = ops::Placeholder(g, DType::kInt32, TensorShape{size.batch}, "y");
+  auto model = BuildMlpClassifier(
+      g, x, y,
+      {.hidden_units = {size.hidden},
+       .num_classes = size.classes,
+       .optimizer = "sgd",
+       .learning_rate = kLearningRate});
+  if (!model.ok()) {
+    state.SkipWithError(model.status().ToString().c_str());
+    co_return;
+  }
+  MonitoredSessionOptions options;
+  auto created = co_await MonitoredSession::Create(
+      g, {}, std::make_shared<ChiefSessionCreator>(), options,
+      asio::use_awaitable);
+  if (!created.ok()) {
+    state.SkipWithError(created.status().ToString().c_str());
+    co_return;
+  }
+  std::mt19937 rng(42);
+  RunArgs step{
+      .targets = {model->train},
+      .feeds = {{x, RandomTensor(DType::kFloat,
+                                 TensorShape{size.batch, size.inputs},
+                                 size.classes, rng)},
+                {y, RandomTensor(DType::kInt32, TensorShape{size.batch},
+                                 size.classes, rng)}}};
+  MonitoredSession& session = **created;
+  for (auto _ : state) {
+    auto ran = co_await session.Run(step, asio::use_awaitable);
+    if (!ran.ok()) {
+      state.SkipWithError(ran.status().ToString().c_str());
+      break;
+    }
+  }
+  (void)co_await session.Close(asio::use_awaitable);
+}
+
+void BM_Train_MLP(benchmark::State& state) {
+  bench::RunCoroutine(TrainSteps(state, kMlp));
+}
+BENCHMARK(BM_Train_MLP)->UseRealTime();
+
+void BM_Train_TinyMLP(benchmark::State& state) {
+  bench::RunCoroutine(TrainSteps(state, kTinyMlp));
+}
+BENCHMARK(BM_Train_TinyMLP)->UseRealTime();
+
 }  // namespace
+}  // namespace cosession

@@ -187,6 +187,10 @@ class Graph {
 inline constexpr absl::string_view kVariablesCollection = "variables";
 inline constexpr absl::string_view kVariableInitializersCollection =
     "variable_initializers";
+// The variables optimizers update unless told otherwise (floating-point
+// variables made with trainable = true).
+inline constexpr absl::string_view kTrainableVariablesCollection =
+    "trainable_variables";
 
 }  // namespace cosession
 

@@ -14,6 +14,11 @@
 //
 // Lifetime: the context, its inputs and its outputs live until the kernel
 // returns (for an AsyncKernel, until its coroutine completes).
+//
+// Intra-op parallelism: a SyncKernel with a lot of work (a big MatMul, an
+// AddN of many tensors) may split it with KernelContext::ParallelFor, which
+// runs the pieces on the session runtime's threads and returns when all are
+// done. Pieces must write disjoint parts of the output.
 #ifndef COSESSION_GRAPH_KERNEL_H_
 #define COSESSION_GRAPH_KERNEL_H_
 
@@ -22,6 +27,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "graph/graph.h"
@@ -30,16 +36,32 @@
 
 namespace cosession {
 
+// Runs a loop's pieces on several threads. Implemented by the session's
+// Runtime (async/runtime.h); graph/ only sees this interface.
+class ParallelRunner {
+ public:
+  virtual ~ParallelRunner() = default;
+  // Calls fn(begin, end) on disjoint ranges that cover [0, n), possibly on
+  // several threads at once, and returns once every call returned.
+  // `cost_per_unit` (element operations per index) decides how many pieces
+  // pay for the threads' wake-ups; small loops run as one call, here.
+  virtual void ParallelFor(
+      int64_t n, int64_t cost_per_unit,
+      absl::FunctionRef<void(int64_t begin, int64_t end)> fn) = 0;
+};
+
 class KernelContext {
  public:
   KernelContext(const Node& node, absl::Span<const Tensor* const> inputs,
                 Tensor* outputs, ResourceManager& resources,
-                const std::atomic<bool>* stop_requested)
+                const std::atomic<bool>* stop_requested,
+                ParallelRunner* parallel = nullptr)
       : node_(node),
         inputs_(inputs),
         outputs_(outputs),
         resources_(resources),
-        stop_requested_(stop_requested) {}
+        stop_requested_(stop_requested),
+        parallel_(parallel) {}
 
   const Node& node() const { return node_; }
   int num_inputs() const { return static_cast<int>(inputs_.size()); }
@@ -52,6 +74,16 @@ class KernelContext {
     return stop_requested_ != nullptr &&
            stop_requested_->load(std::memory_order_relaxed);
   }
+  // See ParallelRunner::ParallelFor; without a runner, one call on this
+  // thread.
+  void ParallelFor(int64_t n, int64_t cost_per_unit,
+                   absl::FunctionRef<void(int64_t, int64_t)> fn) const {
+    if (parallel_ != nullptr) {
+      parallel_->ParallelFor(n, cost_per_unit, fn);
+    } else if (n > 0) {
+      fn(0, n);
+    }
+  }
 
  private:
   const Node& node_;
@@ -59,6 +91,7 @@ class KernelContext {
   Tensor* outputs_;
   ResourceManager& resources_;
   const std::atomic<bool>* stop_requested_;
+  ParallelRunner* parallel_;
 };
 
 using SyncKernel = std::function<absl::Status(KernelContext&)>;

@@ -32,6 +32,7 @@ OpRegistry& OpRegistry::Global() {
     RegisterMathOps(*r);
     RegisterArrayOps(*r);
     RegisterRandomOps(*r);
+    RegisterTrainingOps(*r);
     return r;
   }();
   return *registry;

@@ -129,6 +129,7 @@ void RegisterCoreOps(OpRegistry& registry);
 void RegisterMathOps(OpRegistry& registry);
 void RegisterArrayOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
+void RegisterTrainingOps(OpRegistry& registry);
 
 }  // namespace cosession
 

@@ -47,9 +47,13 @@ Operation Group(Graph& g, std::vector<Operation> ops, std::string name = "");
 
 // A variable: output 0 reads its current value (FailedPrecondition until it
 // was assigned). Its initializer (Assign of `initial_value`) is added to the
-// "variable_initializers" collection, the variable to "variables".
-Output Variable(Graph& g, Output initial_value, std::string name = "");
-Output Variable(Graph& g, Tensor initial_value, std::string name = "");
+// "variable_initializers" collection, the variable to "variables", and, when
+// `trainable` and of a floating dtype, to "trainable_variables" (what
+// optimizers update by default; graph/optimizers.h).
+Output Variable(Graph& g, Output initial_value, std::string name = "",
+                bool trainable = true);
+Output Variable(Graph& g, Tensor initial_value, std::string name = "",
+                bool trainable = true);
 // The initializer op of a variable made by Variable().
 Operation VariableInitializer(Output variable);
 // Update the variable `variable` (an output of Variable) and output the new
@@ -123,6 +127,21 @@ Output RandomNormal(Graph& g, TensorShape shape, DType dtype = DType::kFloat,
 Output TruncatedNormal(Graph& g, TensorShape shape, DType dtype = DType::kFloat,
                        double mean = 0.0, double stddev = 1.0, int64_t seed = 0,
                        std::string name = "");
+
+// ---- training_ops.cc ----
+// Fused optimizer updates, with TensorFlow's rules (graph/optimizers.h builds
+// them; use these directly only for a custom optimizer). The hyperparameters
+// are scalars of the variable's dtype; `grad` has the variable's shape. Each
+// update of a variable and its slots (Variables too) is atomic.
+Operation ApplyGradientDescent(Graph& g, Output variable, Output learning_rate,
+                               Output grad, std::string name = "");
+Operation ApplyMomentum(Graph& g, Output variable, Output accumulation,
+                        Output learning_rate, Output grad, Output momentum,
+                        bool use_nesterov = false, std::string name = "");
+Operation ApplyAdam(Graph& g, Output variable, Output m, Output v,
+                    Output beta1_power, Output beta2_power,
+                    Output learning_rate, Output beta1, Output beta2,
+                    Output epsilon, Output grad, std::string name = "");
 
 }  // namespace ops
 

@@ -62,6 +62,24 @@ for config in "${configs[@]}"; do
     fit_dir=$(mktemp -d)
     ./build/release/examples/fit_line "$fit_dir" 200 >/dev/null 2>&1
     rm -rf "$fit_dir"
+    # The Quick start's program: trains to >= 0.95 held-out accuracy on its
+    # defaults, and a second run resumes from the saved step.
+    train_dir=$(mktemp -d)
+    ./build/release/examples/cosession_train --checkpoint_dir="$train_dir" \
+      | tee build/release/train.log
+    accuracy=$(sed -n 's/^test_accuracy=//p' build/release/train.log)
+    if ! awk -v a="${accuracy:-0}" 'BEGIN { exit !(a >= 0.95) }'; then
+      echo "cosession_train: test_accuracy=${accuracy:-missing}, want >= 0.95" >&2
+      exit 1
+    fi
+    ./build/release/examples/cosession_train --checkpoint_dir="$train_dir" \
+      --max_steps=2100 > build/release/train_resumed.log
+    if ! grep -q 'starting at global step 2000$' build/release/train_resumed.log; then
+      cat build/release/train_resumed.log >&2
+      echo "cosession_train did not resume from its checkpoint" >&2
+      exit 1
+    fi
+    rm -rf "$train_dir"
   fi
   # One process runs every suite (ctest, which starts one process per test,
   # spends minutes on start-ups under the sanitizers); each concurrent test

@@ -269,7 +269,8 @@ Operation Group(Graph& g, std::vector<Operation> ops, std::string name) {
   return NoOp(g, std::move(ops), name.empty() ? "group_deps" : std::move(name));
 }
 
-Output Variable(Graph& g, Output initial_value, std::string name) {
+Output Variable(Graph& g, Output initial_value, std::string name,
+                bool trainable) {
   NodeSpec spec{
       "Variable", name.empty() ? "Variable" : std::move(name), {}, {}, {}};
   spec.attrs["dtype"] = initial_value.dtype();
@@ -280,13 +281,17 @@ Output Variable(Graph& g, Output initial_value, std::string name) {
                           absl::StrCat(variable->name(), "/Assign"));
   g.AddToCollection(kVariablesCollection, variable);
   g.AddToCollection(kVariableInitializersCollection, init.node());
+  if (trainable && IsFloating(out.dtype())) {
+    g.AddToCollection(kTrainableVariablesCollection, variable);
+  }
   return out;
 }
 
-Output Variable(Graph& g, Tensor initial_value, std::string name) {
+Output Variable(Graph& g, Tensor initial_value, std::string name,
+                bool trainable) {
   const std::string base = name.empty() ? "Variable" : name;
   Output init = Const(g, std::move(initial_value), base + "/initial_value");
-  return Variable(g, init, std::move(name));
+  return Variable(g, init, std::move(name), trainable);
 }
 
 Operation VariableInitializer(Output variable) {

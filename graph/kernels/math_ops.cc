@@ -308,9 +308,19 @@ absl::Status AddNKernel(KernelContext& ctx) {
     } else {
       Tensor out = Tensor::Allocate(first.dtype(), first.shape());
       auto sum = MutableFlatMap<T>(out);
-      sum = FlatMap<T>(first) + FlatMap<T>(ctx.input(1));
-      for (int i = 2; i < ctx.num_inputs(); ++i)
-        sum += FlatMap<T>(ctx.input(i));
+      // Each piece sums a slice of every input (intra-op parallelism: a
+      // fan-in of many big tensors is memory-bound work for every core).
+      ctx.ParallelFor(
+          first.NumElements(), ctx.num_inputs(),
+          [&](int64_t begin, int64_t end) {
+            const int64_t len = end - begin;
+            auto slice = sum.segment(begin, len);
+            slice = FlatMap<T>(first).segment(begin, len) +
+                    FlatMap<T>(ctx.input(1)).segment(begin, len);
+            for (int i = 2; i < ctx.num_inputs(); ++i) {
+              slice += FlatMap<T>(ctx.input(i)).segment(begin, len);
+            }
+          });
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
     }
@@ -387,15 +397,21 @@ absl::Status MatMulKernel(KernelContext& ctx) {
       auto z = MutableMatrixMap<T>(out);
       auto x = MatrixMap<T>(a);
       auto y = MatrixMap<T>(b);
-      if (!transpose_a && !transpose_b) {
-        z.noalias() = x * y;
-      } else if (transpose_a && !transpose_b) {
-        z.noalias() = x.transpose() * y;
-      } else if (!transpose_a && transpose_b) {
-        z.noalias() = x * y.transpose();
-      } else {
-        z.noalias() = x.transpose() * y.transpose();
-      }
+      // Intra-op parallelism over bands of the output's rows: row r of z
+      // needs row r of op(a) and all of op(b).
+      ctx.ParallelFor(m, k_a * n, [&](int64_t begin, int64_t end) {
+        auto rows = z.middleRows(begin, end - begin);
+        if (!transpose_a && !transpose_b) {
+          rows.noalias() = x.middleRows(begin, end - begin) * y;
+        } else if (transpose_a && !transpose_b) {
+          rows.noalias() = x.middleCols(begin, end - begin).transpose() * y;
+        } else if (!transpose_a && transpose_b) {
+          rows.noalias() = x.middleRows(begin, end - begin) * y.transpose();
+        } else {
+          rows.noalias() =
+              x.middleCols(begin, end - begin).transpose() * y.transpose();
+        }
+      });
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
     }
