@@ -32,6 +32,9 @@ OpRegistry& OpRegistry::Global() {
     RegisterMathOps(*r);
     RegisterArrayOps(*r);
     RegisterRandomOps(*r);
+    RegisterNnOps(*r);
+    RegisterGradOps(*r);
+    RegisterGradients(*r);
     return r;
   }();
   return *registry;
