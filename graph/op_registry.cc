@@ -33,6 +33,9 @@ OpRegistry& OpRegistry::Global() {
     RegisterArrayOps(*r);
     RegisterRandomOps(*r);
     RegisterTrainingOps(*r);
+    RegisterNnOps(*r);
+    RegisterGradOps(*r);
+    RegisterGradients(*r);
     return r;
   }();
   return *registry;

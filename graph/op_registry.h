@@ -86,8 +86,9 @@ class InferenceContext {
 using ShapeFn = std::function<absl::Status(InferenceContext&)>;
 
 // Builds the gradients of an op's inputs from the gradients of its outputs
-// (one per output, invalid Output = no gradient). Filled in by the gradients
-// issue; empty for now.
+// (one per output, invalid Output = no gradient), one per input (invalid =
+// none). Set for the differentiable core ops by RegisterGradients; used by
+// Gradients() (graph/gradients.h), which documents the full contract.
 using GradientFn = std::function<absl::StatusOr<std::vector<Output>>(
     Graph&, const Node& op, absl::Span<const Output> output_gradients)>;
 
@@ -130,6 +131,11 @@ void RegisterMathOps(OpRegistry& registry);
 void RegisterArrayOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
 void RegisterTrainingOps(OpRegistry& registry);
+void RegisterNnOps(OpRegistry& registry);
+void RegisterGradOps(OpRegistry& registry);
+// Sets the gradient functions of the ops above (graph/op_gradients.cc);
+// called after them.
+void RegisterGradients(OpRegistry& registry);
 
 }  // namespace cosession
 

@@ -143,6 +143,57 @@ Operation ApplyAdam(Graph& g, Output variable, Output m, Output v,
                     Output learning_rate, Output beta1, Output beta2,
                     Output epsilon, Output grad, std::string name = "");
 
+// ---- nn_ops.cc ----
+// TensorFlow's sparse_softmax_cross_entropy_with_logits, as one op with two
+// outputs: output 0 = the loss of each example ([batch]), output 1 = its
+// gradient w.r.t. the logits, softmax(logits) - onehot(labels) ([batch,
+// classes]). `logits` is a float or double [batch, classes] matrix, `labels`
+// an int32 or int64 [batch] vector. Computed with the row max subtracted, so
+// large logits do not overflow. A label outside [0, classes) is
+// InvalidArgument at run time naming the op, the example and the label.
+// Gradients flow to the logits through output 0 only (see gradients.h).
+std::vector<Output> SparseSoftmaxCrossEntropyWithLogits(Graph& g, Output logits,
+                                                        Output labels,
+                                                        std::string name = "");
+
+// ---- grad_ops.cc ----
+// Helpers of gradient functions (graph/gradients.h); usable by custom ones.
+// Each checks its inputs' shapes again at run time (InvalidArgument naming
+// the op), since the shapes known at build time may be partial.
+
+// `grad` summed down to the run-time shape of `like` (`like`'s shape must
+// broadcast to `grad`'s): the gradient of an input that a binary op
+// broadcast. Shares the buffer when the shapes are equal.
+Output SumToShapeOf(Graph& g, Output grad, Output like, std::string name = "");
+// `x` reshaped to the run-time shape of `like` (same element count).
+Output ReshapeToShapeOf(Graph& g, Output x, Output like, std::string name = "");
+// The gradients of Sum, Mean and Max w.r.t. their input `x`, given the
+// gradient `grad` of their output; `axes` and `keep_dims` as in the
+// reduction. SumGrad broadcasts `grad` back to x's shape, MeanGrad also
+// divides by the number of elements reduced into each output, MaxGrad
+// (also given the reduction's output `y`) routes each gradient to the
+// elements equal to the max, split evenly between ties as TensorFlow does.
+Output SumGrad(Graph& g, Output grad, Output x, std::vector<int64_t> axes,
+               bool keep_dims, std::string name = "");
+Output MeanGrad(Graph& g, Output grad, Output x, std::vector<int64_t> axes,
+                bool keep_dims, std::string name = "");
+Output MaxGrad(Graph& g, Output grad, Output x, Output y,
+               std::vector<int64_t> axes, bool keep_dims,
+               std::string name = "");
+// The gradients of Maximum(x, y) w.r.t. x and y before any reduction to
+// their shapes: `grad` where x >= y (output 0), `grad` where x < y (output
+// 1), zero elsewhere; ties go to x, as in TensorFlow.
+std::vector<Output> MaximumGrad(Graph& g, Output grad, Output x, Output y,
+                                std::string name = "");
+// Fused gradients of activations, from the activation's output `y`:
+// ReluGrad = grad * (y > 0), SigmoidGrad = grad * y * (1 - y),
+// TanhGrad = grad * (1 - y^2), SoftmaxGrad = (grad - sum(grad * y, last
+// axis)) * y.
+Output ReluGrad(Graph& g, Output grad, Output y, std::string name = "");
+Output SigmoidGrad(Graph& g, Output grad, Output y, std::string name = "");
+Output TanhGrad(Graph& g, Output grad, Output y, std::string name = "");
+Output SoftmaxGrad(Graph& g, Output grad, Output y, std::string name = "");
+
 }  // namespace ops
 
 // The int64 scalar variable "global_step" (created, initialised to 0, on first
