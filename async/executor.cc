@@ -133,6 +133,11 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (const Output& fetch : fetches) {
     plan->fetch_slots_.push_back(slot_of(fetch));
   }
+  plan->slot_uses_.assign(plan->num_slots_, 0);
+  for (const Step& step : plan->steps_) {
+    for (int in : step.input_slots) ++plan->slot_uses_[in];
+  }
+  for (int fetched : plan->fetch_slots_) ++plan->slot_uses_[fetched];
   return std::shared_ptr<const ExecutionPlan>(std::move(plan));
 }
 
@@ -192,11 +197,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
         trace_(options.trace_level >= RunOptions::kFullTrace),
         slots_(plan_->num_slots_),
         pending_(plan_->steps_.size()),
+        slot_uses_(plan_->slot_uses_.size()),
         remaining_(plan_->num_ops()),
         done_(std::move(done)) {
     for (size_t s = 0; s < plan_->steps_.size(); ++s) {
       pending_[s].store(plan_->steps_[s].initial_pending,
                         std::memory_order_relaxed);
+    }
+    for (size_t i = 0; i < slot_uses_.size(); ++i) {
+      slot_uses_[i].store(plan_->slot_uses_[i], std::memory_order_relaxed);
     }
     if (plan_->has_async_ops() || options.timeout.has_value()) {
       strand_.emplace(asio::make_strand(runtime_.executor()));
@@ -348,8 +357,20 @@ class RunState : public std::enable_shared_from_this<RunState> {
     node_stats_.push_back(std::move(stats));
   }
 
-  // Step `s` is done (ran, failed or skipped): release its successors.
+  // Step `s` is done (ran, failed or skipped): drop the tensors nobody
+  // reads any more, then release its successors.
   void Finish(int s, ReadyList& ready) {
+    const Step& step = plan_->steps_[s];
+    for (int out = 0; out < step.node->num_outputs(); ++out) {
+      const int slot = step.first_output_slot + out;
+      if (plan_->slot_uses_[slot] == 0) slots_[slot] = Tensor();
+    }
+    for (int in : step.input_slots) {
+      // acq_rel: the last reader's reads happen before the drop.
+      if (slot_uses_[in].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        slots_[in] = Tensor();
+      }
+    }
     absl::InlinedVector<int, 8> newly_ready;
     for (int next : plan_->steps_[s].successors) {
       if (pending_[next].fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -459,6 +480,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // Inline storage: a small plan's run state is a single allocation.
   absl::FixedArray<Tensor, 4> slots_;
   absl::FixedArray<std::atomic<int>, 8> pending_;
+  absl::FixedArray<std::atomic<int>, 8> slot_uses_;
   std::atomic<int> remaining_;
   std::atomic<bool> stop_{false};
   RunDoneCallback done_;

@@ -71,6 +71,12 @@ class ExecutionPlan {
 
   std::vector<Output> feeds_;
   std::vector<Step> steps_;
+  // Per slot: how many inputs of steps read it, plus one when it is fetched.
+  // A run drops a slot's tensor when its count reaches zero, so that a
+  // variable's buffer read early in a step is no longer shared by the time
+  // the step's optimizer updates it (copy-on-write then writes in place;
+  // graph/resource_manager.h), and big intermediates die early.
+  std::vector<int> slot_uses_;
   std::vector<int> roots_;
   std::vector<int> fetch_slots_;
   int num_slots_ = 0;

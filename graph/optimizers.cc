@@ -147,7 +147,7 @@ Output Optimizer::ZerosSlot(Graph& g, Output variable, absl::string_view slot,
       shape.IsFullyDefined()
           ? ops::Fill(g, shape, Scalar(g, 0, variable.dtype(), name + "/zero"),
                       name + "/zeros")
-          : ops::ZerosLike(g, VariableInitializer(variable).node()->input(0),
+          : ops::ZerosLike(g, ops::VariableInitializer(variable).node()->input(0),
                            name + "/zeros");
   Output slot_variable = ops::Variable(g, zeros, name, /*trainable=*/false);
   slots_.emplace(std::move(key), slot_variable);

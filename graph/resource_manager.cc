@@ -39,6 +39,23 @@ absl::StatusOr<Tensor> ResourceManager::UpdateVariable(
   return next;
 }
 
+absl::Status ResourceManager::UpdateVariableInPlace(
+    const Node& variable, absl::FunctionRef<absl::Status(Tensor& value)> fn) {
+  VariableSlot& slot = Variable(variable);
+  std::lock_guard lock(slot.mu);
+  if (!slot.initialized) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Attempting to use uninitialized value ", variable.name()));
+  }
+  // Under the lock nobody can take a new reference to slot.value, so a
+  // count of one stays one while fn writes.
+  if (slot.value.RefCountIsOne()) return fn(slot.value);
+  Tensor copy = slot.value.Clone();
+  absl::Status status = fn(copy);
+  if (status.ok()) slot.value = std::move(copy);
+  return status;
+}
+
 bool ResourceManager::IsInitialized(const Node& variable) {
   VariableSlot& slot = Variable(variable);
   std::lock_guard lock(slot.mu);

@@ -6,9 +6,10 @@
 //
 // Thread safety: thread-safe. Each variable has its own lock; an update runs
 // its function under that lock, so a read-modify-write (AssignAdd) is atomic
-// with respect to every other access of the same variable. Values are
-// replaced, never written in place (see graph/tensor.h), so a read returns a
-// snapshot that later updates do not change.
+// with respect to every other access of the same variable. A value is
+// written in place only while nobody else holds its buffer (copy-on-write,
+// see graph/tensor.h), so a read returns a snapshot that later updates do
+// not change.
 #ifndef COSESSION_GRAPH_RESOURCE_MANAGER_H_
 #define COSESSION_GRAPH_RESOURCE_MANAGER_H_
 
@@ -42,6 +43,16 @@ class ResourceManager {
   absl::StatusOr<Tensor> UpdateVariable(
       const Node& variable,
       absl::FunctionRef<absl::StatusOr<Tensor>(const Tensor* current)> update);
+
+  // Updates the variable's value in place, atomically: fn gets the value to
+  // write into -- the variable's own buffer when nothing else holds it
+  // (no reader's snapshot, no run's intermediate), else a private copy that
+  // then replaces it (copy-on-write). FailedPrecondition ("uninitialized
+  // value <name>") before the first assignment; fn's error leaves the value
+  // unchanged only when the buffer was copied, so fn should check its inputs
+  // before writing.
+  absl::Status UpdateVariableInPlace(
+      const Node& variable, absl::FunctionRef<absl::Status(Tensor& value)> fn);
 
   bool IsInitialized(const Node& variable);
 

@@ -7,9 +7,10 @@
 //     filling a feed) may write through mutable_flat<T>() until it hands the
 //     tensor to anyone else (returns it, feeds it, stores it).
 //   * After that the buffer is immutable: every holder may read it from any
-//     thread without locks. Variables never write into a buffer in place; an
-//     update builds a new buffer and swaps it in under the variable's lock, so
-//     a tensor read from a variable is a stable snapshot.
+//     thread without locks. Variables write into their buffer in place only
+//     while nobody else holds it (copy-on-write, under the variable's lock);
+//     otherwise an update builds a new buffer and swaps it in. So a tensor
+//     read from a variable is a stable snapshot.
 // Thread safety: distinct Tensor objects may be used concurrently even when
 // they share a buffer; one Tensor object is thread-compatible.
 //
@@ -40,6 +41,11 @@ class TensorBuffer {
   static TensorBuffer* Allocate(size_t bytes);  // refcount 1, uninitialised
   void Ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   void Unref();
+  // Acquire: every earlier holder's accesses happen before what the caller
+  // does next with a buffer it finds unshared.
+  bool RefCountIsOne() const {
+    return refs_.load(std::memory_order_acquire) == 1;
+  }
   void* data() { return reinterpret_cast<char*>(this) + kHeaderBytes; }
   size_t size() const { return bytes_; }
 
@@ -123,6 +129,12 @@ class Tensor {
   Tensor Clone() const;
   bool SharesBufferWith(const Tensor& other) const {
     return buffer_ != nullptr && buffer_ == other.buffer_;
+  }
+  // True when this Tensor object is the only holder of its buffer; then its
+  // owner may write into it (copy-on-write updates of variables). Only
+  // meaningful while no other thread can make a new copy of this object.
+  bool RefCountIsOne() const {
+    return buffer_ != nullptr && buffer_->RefCountIsOne();
   }
 
   // Same dtype, shape and element values (bitwise for floats, so NaNs at the

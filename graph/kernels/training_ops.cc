@@ -9,9 +9,13 @@
 //
 // Atomicity: an op holds the lock of its variable while it updates the slots
 // too (locks taken in the order variable, then slots; nothing takes them in
-// another order), so one update of a variable and its slots is atomic. Values
-// are replaced, never written in place (graph/tensor.h): an earlier read of
-// the variable stays a stable snapshot.
+// another order), so one update of a variable and its slots is atomic.
+// Updates write in place when nobody else holds the buffers, else into
+// copies (copy-on-write, ResourceManager::UpdateVariableInPlace): an earlier
+// read of the variable stays a stable snapshot either way, and a training
+// step, whose reads of the variables are dropped once used (async/executor.h),
+// updates without allocating.
+#include <array>
 #include <cmath>
 #include <string>
 
@@ -44,35 +48,53 @@ absl::StatusOr<T> ScalarInput(const KernelContext& ctx, int i,
   return t.flat<T>()[0];
 }
 
-absl::Status CheckCurrent(const KernelContext& ctx, const Node& variable,
-                          const Tensor* current, const Tensor& grad) {
-  if (current == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "Op '", ctx.node().name(), "': attempting to use uninitialized value ",
-        variable.name()));
-  }
-  if (current->shape() != grad.shape()) {
+absl::Status CheckShape(const KernelContext& ctx, const Node& variable,
+                        const Tensor& value, const Tensor& grad) {
+  if (value.shape() != grad.shape()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Op '", ctx.node().name(), "': the gradient of shape ",
         grad.shape().DebugString(), " does not match variable '",
-        variable.name(), "' of shape ", current->shape().DebugString()));
+        variable.name(), "' of shape ", value.shape().DebugString()));
   }
   return absl::OkStatus();
 }
 
-// Replaces slot variable `slot` by fn(current slot value), which returns the
-// new value; under the slot's lock.
-template <typename Fn>
-absl::Status UpdateSlot(KernelContext& ctx, const Node& slot,
-                        const Tensor& grad, Fn fn) {
-  return ctx.resources()
-      .UpdateVariable(slot,
-                      [&](const Tensor* current) -> absl::StatusOr<Tensor> {
-                        COSESSION_RETURN_IF_ERROR(
-                            CheckCurrent(ctx, slot, current, grad));
-                        return fn(*current);
-                      })
-      .status();
+// Updates `variable` and then each of `slots` in place (copy-on-write, see
+// ResourceManager::UpdateVariableInPlace), each lock held until the end, and
+// calls update(values) with the writable values: variable first. About ten
+// element operations per element; big updates are split across threads.
+template <size_t kSlots, typename Update>
+absl::Status UpdateInPlace(KernelContext& ctx, const Tensor& grad,
+                           const Node& variable,
+                           std::array<const Node*, kSlots> slots,
+                           Update update) {
+  std::array<Tensor*, kSlots + 1> values{};
+  // Locks the variables one after another (always variable, then slots in
+  // order: no other op takes them in another order), then runs the update.
+  auto lock_next = [&](auto& self, size_t i, Tensor& value) -> absl::Status {
+    COSESSION_RETURN_IF_ERROR(CheckShape(
+        ctx, i == 0 ? variable : *slots[i - 1], value, grad));
+    values[i] = &value;
+    if (i == kSlots) {
+      ctx.ParallelFor(grad.NumElements(), 10, [&](int64_t begin, int64_t end) {
+        update(values, begin, end - begin);
+      });
+      return absl::OkStatus();
+    }
+    return ctx.resources().UpdateVariableInPlace(
+        *slots[i], [&](Tensor& next) { return self(self, i + 1, next); });
+  };
+  return ctx.resources().UpdateVariableInPlace(
+      variable, [&](Tensor& value) { return lock_next(lock_next, 0, value); });
+}
+
+template <typename T>
+auto Segment(Tensor* t, int64_t begin, int64_t len) {
+  return MutableFlatMap<T>(*t).segment(begin, len);
+}
+template <typename T>
+auto Segment(const Tensor& t, int64_t begin, int64_t len) {
+  return FlatMap<T>(t).segment(begin, len);
 }
 
 // ---- ApplyGradientDescent: var -= lr * grad.
@@ -81,19 +103,11 @@ template <typename T>
 absl::Status GradientDescent(KernelContext& ctx) {
   COSESSION_ASSIGN_OR_RETURN(T lr, ScalarInput<T>(ctx, 0, "learning_rate"));
   const Tensor& grad = ctx.input(1);
-  const Node& variable = VariableAttr(ctx, "variable");
-  return ctx.resources()
-      .UpdateVariable(
-          variable,
-          [&](const Tensor* current) -> absl::StatusOr<Tensor> {
-            COSESSION_RETURN_IF_ERROR(
-                CheckCurrent(ctx, variable, current, grad));
-            Tensor next = Tensor::Allocate(current->dtype(), current->shape());
-            MutableFlatMap<T>(next) =
-                FlatMap<T>(*current) - lr * FlatMap<T>(grad);
-            return next;
-          })
-      .status();
+  return UpdateInPlace<0>(
+      ctx, grad, VariableAttr(ctx, "variable"), {},
+      [&](auto& v, int64_t begin, int64_t len) {
+        Segment<T>(v[0], begin, len) -= lr * Segment<T>(grad, begin, len);
+      });
 }
 
 // ---- ApplyMomentum: accum = momentum * accum + grad;
@@ -105,34 +119,20 @@ absl::Status Momentum(KernelContext& ctx) {
   const Tensor& grad = ctx.input(1);
   COSESSION_ASSIGN_OR_RETURN(T momentum, ScalarInput<T>(ctx, 2, "momentum"));
   const bool nesterov = ctx.node().attr<bool>("use_nesterov");
-  const Node& variable = VariableAttr(ctx, "variable");
-  const Node& accumulation = VariableAttr(ctx, "accumulation");
-  return ctx.resources()
-      .UpdateVariable(
-          variable,
-          [&](const Tensor* current) -> absl::StatusOr<Tensor> {
-            COSESSION_RETURN_IF_ERROR(
-                CheckCurrent(ctx, variable, current, grad));
-            Tensor accum;
-            COSESSION_RETURN_IF_ERROR(UpdateSlot(
-                ctx, accumulation, grad, [&](const Tensor& old) {
-                  accum = Tensor::Allocate(old.dtype(), old.shape());
-                  MutableFlatMap<T>(accum) =
-                      momentum * FlatMap<T>(old) + FlatMap<T>(grad);
-                  return accum;
-                }));
-            Tensor next = Tensor::Allocate(current->dtype(), current->shape());
-            if (nesterov) {
-              MutableFlatMap<T>(next) =
-                  FlatMap<T>(*current) -
-                  lr * (FlatMap<T>(grad) + momentum * FlatMap<T>(accum));
-            } else {
-              MutableFlatMap<T>(next) =
-                  FlatMap<T>(*current) - lr * FlatMap<T>(accum);
-            }
-            return next;
-          })
-      .status();
+  return UpdateInPlace<1>(
+      ctx, grad, VariableAttr(ctx, "variable"),
+      {&VariableAttr(ctx, "accumulation")},
+      [&](auto& v, int64_t begin, int64_t len) {
+        auto var = Segment<T>(v[0], begin, len);
+        auto accum = Segment<T>(v[1], begin, len);
+        auto g = Segment<T>(grad, begin, len);
+        accum = momentum * accum + g;
+        if (nesterov) {
+          var -= lr * (g + momentum * accum);
+        } else {
+          var -= lr * accum;
+        }
+      });
 }
 
 // ---- ApplyAdam (Kingma & Ba, as TensorFlow applies it):
@@ -154,38 +154,18 @@ absl::Status Adam(KernelContext& ctx) {
   COSESSION_ASSIGN_OR_RETURN(T epsilon, ScalarInput<T>(ctx, 5, "epsilon"));
   const Tensor& grad = ctx.input(6);
   const T lr_t = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-  const Node& variable = VariableAttr(ctx, "variable");
-  const Node& m_slot = VariableAttr(ctx, "m");
-  const Node& v_slot = VariableAttr(ctx, "v");
-  return ctx.resources()
-      .UpdateVariable(
-          variable,
-          [&](const Tensor* current) -> absl::StatusOr<Tensor> {
-            COSESSION_RETURN_IF_ERROR(
-                CheckCurrent(ctx, variable, current, grad));
-            auto g = FlatMap<T>(grad);
-            Tensor m, v;
-            COSESSION_RETURN_IF_ERROR(
-                UpdateSlot(ctx, m_slot, grad, [&](const Tensor& old) {
-                  m = Tensor::Allocate(old.dtype(), old.shape());
-                  MutableFlatMap<T>(m) =
-                      beta1 * FlatMap<T>(old) + (T(1) - beta1) * g;
-                  return m;
-                }));
-            COSESSION_RETURN_IF_ERROR(
-                UpdateSlot(ctx, v_slot, grad, [&](const Tensor& old) {
-                  v = Tensor::Allocate(old.dtype(), old.shape());
-                  MutableFlatMap<T>(v) =
-                      beta2 * FlatMap<T>(old) + (T(1) - beta2) * g.square();
-                  return v;
-                }));
-            Tensor next = Tensor::Allocate(current->dtype(), current->shape());
-            MutableFlatMap<T>(next) =
-                FlatMap<T>(*current) -
-                lr_t * FlatMap<T>(m) / (FlatMap<T>(v).sqrt() + epsilon);
-            return next;
-          })
-      .status();
+  return UpdateInPlace<2>(
+      ctx, grad, VariableAttr(ctx, "variable"),
+      {&VariableAttr(ctx, "m"), &VariableAttr(ctx, "v")},
+      [&](auto& v, int64_t begin, int64_t len) {
+        auto var = Segment<T>(v[0], begin, len);
+        auto m = Segment<T>(v[1], begin, len);
+        auto vel = Segment<T>(v[2], begin, len);
+        auto g = Segment<T>(grad, begin, len);
+        m = beta1 * m + (T(1) - beta1) * g;
+        vel = beta2 * vel + (T(1) - beta2) * g.square();
+        var -= lr_t * m / (vel.sqrt() + epsilon);
+      });
 }
 
 // Dispatches on the gradient's dtype (the last input), float or double.
