@@ -1,5 +1,6 @@
 // ResourceManager: the mutable state that ops keep across runs of one
-// session: variable values and the generators of random ops.
+// session: variable values, the generators of random ops, and opaque typed
+// resources of other stateful ops (an input pipeline's iterator).
 //
 // A Session owns one; kernels reach it through KernelContext::resources().
 // Graph nodes are immutable, so state lives here, keyed by node.
@@ -18,6 +19,8 @@
 #include <mutex>
 #include <random>
 #include <shared_mutex>
+#include <typeindex>
+#include <typeinfo>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -62,6 +65,39 @@ class ResourceManager {
   void WithRandomEngine(const Node& node, uint64_t seed,
                         absl::FunctionRef<void(std::mt19937_64&)> fn);
 
+  // The resource of type T that stateful op `node` keeps in this manager
+  // (e.g. a dataset iterator), set by SetResource. nullptr when none is set
+  // or it has another type. The resource lives as long as the manager or a
+  // holder of the returned pointer.
+  template <typename T>
+  std::shared_ptr<T> LookupResource(const Node& node) {
+    std::shared_lock lock(mu_);
+    auto it = resources_.find(node.id());
+    if (it == resources_.end() ||
+        it->second.type != std::type_index(typeid(T))) {
+      return nullptr;
+    }
+    return std::static_pointer_cast<T>(it->second.value);
+  }
+  // Sets (or replaces, or with nullptr removes) `node`'s resource; returns
+  // the one it replaced, if any, so that the caller decides when it dies.
+  template <typename T>
+  std::shared_ptr<void> SetResource(const Node& node,
+                                    std::shared_ptr<T> value) {
+    std::shared_ptr<void> previous;
+    std::unique_lock lock(mu_);
+    auto it = resources_.find(node.id());
+    if (it != resources_.end()) previous = std::move(it->second.value);
+    if (value == nullptr) {
+      if (it != resources_.end()) resources_.erase(it);
+    } else {
+      resources_.insert_or_assign(
+          node.id(),
+          OpaqueResource{std::move(value), std::type_index(typeid(T))});
+    }
+    return previous;
+  }
+
  private:
   // std mutexes rather than absl::Mutex: Debian's Abseil is built with
   // deadlock detection, which costs ~1 µs per lock on this hot path.
@@ -81,6 +117,11 @@ class ResourceManager {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<int, std::unique_ptr<RandomSlot>> random_
       ABSL_GUARDED_BY(mu_);
+  struct OpaqueResource {
+    std::shared_ptr<void> value;
+    std::type_index type;
+  };
+  absl::flat_hash_map<int, OpaqueResource> resources_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cosession
