@@ -149,12 +149,11 @@ asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
   Output x = ops::Placeholder(g, DType::kFloat,
                               TensorShape{size.batch, size.inputs}, "x");
   Output y = ops::Placeholder(g, DType::kInt32, TensorShape{size.batch}, "y");
-  auto model = BuildMlpClassifier(
-      g, x, y,
-      {.hidden_units = {size.hidden},
-       .num_classes = size.classes,
-       .optimizer = "sgd",
-       .learning_rate = kLearningRate});
+  auto model = BuildMlpClassifier(g, x, y,
+                                  {.hidden_units = {size.hidden},
+                                   .num_classes = size.classes,
+                                   .optimizer = "sgd",
+                                   .learning_rate = kLearningRate});
   if (!model.ok()) {
     state.SkipWithError(model.status().ToString().c_str());
     co_return;
@@ -170,11 +169,11 @@ asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
   std::mt19937 rng(42);
   RunArgs step{
       .targets = {model->train},
-      .feeds = {{x, RandomTensor(DType::kFloat,
-                                 TensorShape{size.batch, size.inputs},
-                                 size.classes, rng)},
-                {y, RandomTensor(DType::kInt32, TensorShape{size.batch},
-                                 size.classes, rng)}}};
+      .feeds = {
+          {x, RandomTensor(DType::kFloat, TensorShape{size.batch, size.inputs},
+                           size.classes, rng)},
+          {y, RandomTensor(DType::kInt32, TensorShape{size.batch}, size.classes,
+                           rng)}}};
   MonitoredSession& session = **created;
   for (auto _ : state) {
     auto ran = co_await session.Run(step, asio::use_awaitable);

@@ -39,8 +39,7 @@ absl::Status CheckOptions(const MlpClassifierOptions& options,
   for (int64_t units : options.hidden_units) {
     if (units < 1) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "MlpClassifier: every hidden_units entry must be >= 1, got ",
-          units));
+          "MlpClassifier: every hidden_units entry must be >= 1, got ", units));
     }
   }
   if (options.num_classes < 2) {
@@ -98,14 +97,14 @@ absl::StatusOr<MlpClassifier> BuildMlpClassifier(
           std::sqrt(2.0 / static_cast<double>(fan_in)), 0,
           layer + "/initial_weights");
       Output weights = ops::Variable(g, init, layer + "/weights");
-      Output biases = ops::Variable(g, Tensor(DType::kFloat, TensorShape{fan_out}),
-                                    layer + "/biases");
+      Output biases = ops::Variable(
+          g, Tensor(DType::kFloat, TensorShape{fan_out}), layer + "/biases");
       model.weights.push_back(weights);
       model.biases.push_back(biases);
-      activations =
-          ops::Add(g, ops::MatMul(g, activations, weights, false, false,
-                                  layer + "/matmul"),
-                   biases, layer + "/pre_activation");
+      activations = ops::Add(
+          g,
+          ops::MatMul(g, activations, weights, false, false, layer + "/matmul"),
+          biases, layer + "/pre_activation");
       if (k + 1 < sizes.size()) {
         activations = ops::Relu(g, activations, layer + "/relu");
       }
@@ -122,15 +121,14 @@ absl::StatusOr<MlpClassifier> BuildMlpClassifier(
     model.predictions = ops::ArgMax(g, model.logits, 1, "predictions");
     model.accuracy = ops::Mean(
         g,
-        ops::Cast(g, ops::Equal(g, model.predictions, labels64),
-                  DType::kFloat),
+        ops::Cast(g, ops::Equal(g, model.predictions, labels64), DType::kFloat),
         {}, false, "accuracy");
   } catch (const StatusError& e) {
     return e.status();
   }
-  COSESSION_ASSIGN_OR_RETURN(model.train,
-                             optimizer->Minimize(g, model.loss,
-                                                 model.global_step, {}, "train"));
+  COSESSION_ASSIGN_OR_RETURN(
+      model.train,
+      optimizer->Minimize(g, model.loss, model.global_step, {}, "train"));
   return model;
 }
 

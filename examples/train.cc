@@ -153,10 +153,9 @@ absl::StatusOr<Data> LoadData(const Flags& f) {
   CsvDatasetOptions all{.files = {f.data}, .num_columns = kDigitsColumns};
   COSESSION_ASSIGN_OR_RETURN(auto everything, CsvDataset::Create(all));
   COSESSION_ASSIGN_OR_RETURN(auto rows, everything->Load());
-  COSESSION_ASSIGN_OR_RETURN(
-      RowSplit split,
-      SeededRowSplit(rows->size(), 1.0 - f.test_fraction,
-                     static_cast<uint64_t>(f.seed)));
+  COSESSION_ASSIGN_OR_RETURN(RowSplit split,
+                             SeededRowSplit(rows->size(), 1.0 - f.test_fraction,
+                                            static_cast<uint64_t>(f.seed)));
   Data data;
   data.num_train = static_cast<int64_t>(split.first.size());
   CsvDatasetOptions train = all;
@@ -176,23 +175,34 @@ absl::StatusOr<Data> LoadData(const Flags& f) {
   return data;
 }
 
-asio::awaitable<absl::Status> Train(Flags f) {
-  COSESSION_ASSIGN_OR_RETURN(Data data, LoadData(f));
-  Graph g;
-  g.set_seed(f.seed);
+// Everything training needs, built before the first co_await (the status
+// macros cannot return from a coroutine).
+struct Setup {
+  Data data;
+  std::unique_ptr<Graph> graph = std::make_unique<Graph>();
   DatasetOutputs batch;
+  MlpClassifier model;
+  std::shared_ptr<DatasetHook> input;
+  MonitoredTrainingSessionOptions options;
+};
+
+absl::StatusOr<Setup> BuildTraining(const Flags& f) {
+  Setup setup;
+  COSESSION_ASSIGN_OR_RETURN(setup.data, LoadData(f));
+  Graph& g = *setup.graph;
+  g.set_seed(f.seed);
   try {
-    batch = DatasetIteratorGetNext(g, data.train, "train_batch");
+    setup.batch = DatasetIteratorGetNext(g, setup.data.train, "train_batch");
   } catch (const StatusError& e) {
-    co_return e.status();
+    return e.status();
   }
   COSESSION_ASSIGN_OR_RETURN(
-      MlpClassifier model,
-      BuildMlpClassifier(g, batch.features, batch.labels, f.model));
-
+      setup.model,
+      BuildMlpClassifier(g, setup.batch.features, setup.batch.labels, f.model));
+  const MlpClassifier& model = setup.model;
   COSESSION_ASSIGN_OR_RETURN(
-      auto input, DatasetHook::Create({.get_next = batch.features,
-                                       .resume_from_global_step = true}));
+      setup.input, DatasetHook::Create({.get_next = setup.batch.features,
+                                        .resume_from_global_step = true}));
   COSESSION_ASSIGN_OR_RETURN(
       auto progress,
       ProgressHook::Create({.last_step = f.max_steps,
@@ -206,10 +216,11 @@ asio::awaitable<absl::Status> Train(Flags f) {
   COSESSION_ASSIGN_OR_RETURN(auto nan,
                              NanTensorHook::Create({.loss = model.loss}));
   COSESSION_ASSIGN_OR_RETURN(
-      auto profiler, ProfilerHook::Create({.save_steps = f.profile_every_n_steps,
-                                           .output_dir = f.checkpoint_dir}));
+      auto profiler,
+      ProfilerHook::Create({.save_steps = f.profile_every_n_steps,
+                            .output_dir = f.checkpoint_dir}));
 
-  MonitoredTrainingSessionOptions options;
+  MonitoredTrainingSessionOptions& options = setup.options;
   options.checkpoint_dir = f.checkpoint_dir;
   options.summary_dir = f.summary_dir;
   options.save_checkpoint_steps = f.save_checkpoint_steps;
@@ -219,7 +230,20 @@ asio::awaitable<absl::Status> Train(Flags f) {
   options.summary_histograms = {{"layer1/weights", model.weights.front()}};
   options.log_step_count_steps = f.log_every_n_steps;
   options.max_steps = f.max_steps;
-  options.hooks = {input, progress, logging, nan, profiler};
+  options.hooks = {setup.input, progress, logging, nan, profiler};
+  return setup;
+}
+
+asio::awaitable<absl::Status> Train(Flags f) {
+  absl::StatusOr<Setup> built = BuildTraining(f);
+  if (!built.ok()) co_return built.status();
+  Setup& setup = *built;
+  Graph& g = *setup.graph;
+  const Data& data = setup.data;
+  const DatasetOutputs& batch = setup.batch;
+  const MlpClassifier& model = setup.model;
+  const std::shared_ptr<DatasetHook>& input = setup.input;
+  MonitoredTrainingSessionOptions options = setup.options;
   auto created =
       co_await MonitoredTrainingSession(g, options, asio::use_awaitable);
   if (!created.ok()) co_return created.status();
@@ -241,9 +265,9 @@ asio::awaitable<absl::Status> Train(Flags f) {
       break;
     }
   }
-  const double seconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
 
   // Evaluate on the held-out rows: feeding the pipeline's outputs cuts the
   // graph there, so this run reads no training batch.

@@ -16,9 +16,9 @@ absl::Status CheckOption(bool ok, absl::string_view optimizer,
                          absl::string_view option, double value,
                          absl::string_view requirement) {
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(optimizer, "Optimizer: ",
-                                                 option, " must be ",
-                                                 requirement, ", got ", value));
+  return absl::InvalidArgumentError(
+      absl::StrCat(optimizer, "Optimizer: ", option, " must be ", requirement,
+                   ", got ", value));
 }
 
 absl::Status CheckVariable(const Output& variable) {
@@ -28,10 +28,9 @@ absl::Status CheckVariable(const Output& variable) {
         "' is not a Variable, so an optimizer cannot update it"));
   }
   if (!IsFloating(variable.dtype())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("variable '", variable.name(), "' is ",
-                     DTypeName(variable.dtype()),
-                     "; optimizers update float or double variables"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "variable '", variable.name(), "' is ", DTypeName(variable.dtype()),
+        "; optimizers update float or double variables"));
   }
   return absl::OkStatus();
 }
@@ -46,8 +45,9 @@ absl::StatusOr<std::vector<GradientAndVariable>> Optimizer::ComputeGradients(
     }
     if (var_list.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(name_, "Optimizer: the graph has no trainable "
-                              "variables to optimize"));
+          absl::StrCat(name_,
+                       "Optimizer: the graph has no trainable "
+                       "variables to optimize"));
     }
   }
   for (const Output& variable : var_list) {
@@ -71,19 +71,20 @@ absl::StatusOr<Operation> Optimizer::ApplyGradients(
   std::vector<std::string> without_gradient;
   for (const GradientAndVariable& pair : grads_and_vars) {
     COSESSION_RETURN_IF_ERROR(CheckVariable(pair.variable));
-    if (!pair.gradient.valid()) without_gradient.push_back(pair.variable.name());
+    if (!pair.gradient.valid())
+      without_gradient.push_back(pair.variable.name());
   }
   if (without_gradient.size() == grads_and_vars.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name_, "Optimizer: no gradient for any variable (",
-        absl::StrJoin(without_gradient, ", "),
-        "); does the loss depend on them?"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, "Optimizer: no gradient for any variable (",
+                     absl::StrJoin(without_gradient, ", "),
+                     "); does the loss depend on them?"));
   }
   if (global_step.valid() && (global_step.node()->type() != "Variable" ||
                               global_step.dtype() != DType::kInt64)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        name_, "Optimizer: global_step '", global_step.name(),
-        "' must be an int64 Variable (GetOrCreateGlobalStep)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name_, "Optimizer: global_step '", global_step.name(),
+                     "' must be an int64 Variable (GetOrCreateGlobalStep)"));
   }
   // Builders report build-time mismatches by throwing StatusError; this
   // function's contract is a Status.
@@ -118,8 +119,8 @@ absl::StatusOr<Operation> Optimizer::Minimize(Graph& g, Output loss,
 
 absl::StatusOr<Output> Optimizer::GetSlot(Output variable,
                                           absl::string_view slot) const {
-  auto it = slots_.find(std::make_pair(static_cast<const Node*>(variable.node()),
-                                       std::string(slot)));
+  auto it = slots_.find(std::make_pair(
+      static_cast<const Node*>(variable.node()), std::string(slot)));
   if (it == slots_.end()) {
     return absl::NotFoundError(absl::StrCat(
         name_, "Optimizer has no slot '", slot, "' for '",
@@ -147,7 +148,8 @@ Output Optimizer::ZerosSlot(Graph& g, Output variable, absl::string_view slot,
       shape.IsFullyDefined()
           ? ops::Fill(g, shape, Scalar(g, 0, variable.dtype(), name + "/zero"),
                       name + "/zeros")
-          : ops::ZerosLike(g, ops::VariableInitializer(variable).node()->input(0),
+          : ops::ZerosLike(g,
+                           ops::VariableInitializer(variable).node()->input(0),
                            name + "/zeros");
   Output slot_variable = ops::Variable(g, zeros, name, /*trainable=*/false);
   slots_.emplace(std::move(key), slot_variable);
@@ -211,12 +213,12 @@ absl::Status AdamOptimizer::ValidateOptions() const {
   COSESSION_RETURN_IF_ERROR(CheckOption(
       std::isfinite(options_.learning_rate) && options_.learning_rate >= 0,
       name(), "learning_rate", options_.learning_rate, "finite and >= 0"));
-  COSESSION_RETURN_IF_ERROR(CheckOption(
-      options_.beta1 >= 0 && options_.beta1 < 1, name(), "beta1",
-      options_.beta1, "in [0, 1)"));
-  COSESSION_RETURN_IF_ERROR(CheckOption(
-      options_.beta2 >= 0 && options_.beta2 < 1, name(), "beta2",
-      options_.beta2, "in [0, 1)"));
+  COSESSION_RETURN_IF_ERROR(
+      CheckOption(options_.beta1 >= 0 && options_.beta1 < 1, name(), "beta1",
+                  options_.beta1, "in [0, 1)"));
+  COSESSION_RETURN_IF_ERROR(
+      CheckOption(options_.beta2 >= 0 && options_.beta2 < 1, name(), "beta2",
+                  options_.beta2, "in [0, 1)"));
   return CheckOption(std::isfinite(options_.epsilon) && options_.epsilon > 0,
                      name(), "epsilon", options_.epsilon, "finite and > 0");
 }

@@ -57,9 +57,8 @@ TEST(RuntimeParallelFor, SmallLoopsRunAsOneCallOnTheCaller) {
   EXPECT_EQ(calls.threads.count(std::this_thread::get_id()), 1u);
 
   // Nothing to do: no call at all.
-  runtime.ParallelFor(0, 1000000, [&](int64_t b, int64_t e) {
-    calls.Add(b, e);
-  });
+  runtime.ParallelFor(0, 1000000,
+                      [&](int64_t b, int64_t e) { calls.Add(b, e); });
   EXPECT_EQ(calls.ranges.size(), 1u);
 }
 
@@ -67,11 +66,11 @@ TEST(RuntimeParallelFor, BigLoopsAreSplitIntoDisjointPiecesCoveringAll) {
   Runtime runtime({.num_threads = 4, .inline_cost_threshold = 1000});
   for (int64_t n : {2, 3, 7, 1000, 12345}) {
     Calls calls;
-    runtime.ParallelFor(n, 100000, [&](int64_t b, int64_t e) {
-      calls.Add(b, e);
-    });
+    runtime.ParallelFor(n, 100000,
+                        [&](int64_t b, int64_t e) { calls.Add(b, e); });
     SCOPED_TRACE(n);
-    EXPECT_EQ(calls.ranges.size(), static_cast<size_t>(std::min<int64_t>(n, 4)));
+    EXPECT_EQ(calls.ranges.size(),
+              static_cast<size_t>(std::min<int64_t>(n, 4)));
     ExpectExactCover(calls.ranges, n);
   }
 }
@@ -108,9 +107,8 @@ TEST(RuntimeParallelFor, ABusyPoolMakesTheLoopSerialNotStuck) {
   ASSERT_TRUE(both_busy_a.WaitFor(std::chrono::seconds(20)));
   ASSERT_TRUE(both_busy_b.WaitFor(std::chrono::seconds(20)));
   Calls calls;
-  runtime.ParallelFor(1000, 1000, [&](int64_t b, int64_t e) {
-    calls.Add(b, e);
-  });
+  runtime.ParallelFor(1000, 1000,
+                      [&](int64_t b, int64_t e) { calls.Add(b, e); });
   release.Notify();
   ExpectExactCover(calls.ranges, 1000);
   // Every piece ran on this thread: the pool never got to them.

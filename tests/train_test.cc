@@ -160,26 +160,27 @@ CO_TEST(TrainDigits, AFewHundredStepsBringTheHeldOutLossDown) {
   {
     Session fresh(trainer.g, testing::TestRuntime());
     RunArgs init{.targets = {GlobalVariablesInitializer(trainer.g)}};
-    ASSERT_TRUE((co_await fresh.Run(init, asio::use_awaitable)).ok());
+    CO_ASSERT_TRUE((co_await fresh.Run(init, asio::use_awaitable)).ok());
     auto before = co_await fresh.Run(evaluate, asio::use_awaitable);
-    ASSERT_TRUE(before.ok()) << before.status();
+    CO_ASSERT_OK(before.status());
     EXPECT_GT((*before)[0].scalar<float>(), 1.5f);
   }
 
-  auto variables = co_await trainer.Run(dir.path(), 300, testing::TestRuntime());
-  ASSERT_TRUE(trainer.final_status.ok()) << trainer.final_status;
-  ASSERT_TRUE(trainer.close_status.ok()) << trainer.close_status;
+  auto variables =
+      co_await trainer.Run(dir.path(), 300, testing::TestRuntime());
+  CO_ASSERT_OK(trainer.final_status);
+  CO_ASSERT_OK(trainer.close_status);
   EXPECT_EQ(variables["global_step"].scalar<int64_t>(), 300);
 
   // After: evaluate the held-out rows in a session restored from the final
   // checkpoint.
   auto saver = Saver::Create(trainer.g);
-  ASSERT_TRUE(saver.ok()) << saver.status();
+  CO_ASSERT_OK(saver.status());
   Session restored(trainer.g, testing::TestRuntime());
   auto restore = co_await (*saver)->RestoreLatest(restored, dir.path());
-  ASSERT_TRUE(restore.ok()) << restore.status();
+  CO_ASSERT_OK(restore.status());
   auto after = co_await restored.Run(evaluate, asio::use_awaitable);
-  ASSERT_TRUE(after.ok()) << after.status();
+  CO_ASSERT_OK(after.status());
   EXPECT_LT((*after)[0].scalar<float>(), 0.35f);
   EXPECT_GT((*after)[1].scalar<float>(), 0.9f);
 }
@@ -193,28 +194,30 @@ CO_TEST(TrainDigits, ARestartInTheMiddleEndsWithTheSameVariables) {
   Trainer straight(kDigits, split.train);
   auto expected =
       co_await straight.Run(straight_dir.path(), 2 * kHalf, single_thread);
-  ASSERT_TRUE(straight.close_status.ok()) << straight.close_status;
+  CO_ASSERT_OK(straight.close_status);
 
   ScratchDir restart_dir("train_restart");
   {
     Trainer first(kDigits, split.train);
     auto half = co_await first.Run(restart_dir.path(), kHalf, single_thread);
-    ASSERT_TRUE(first.close_status.ok()) << first.close_status;
+    CO_ASSERT_OK(first.close_status);
     EXPECT_EQ(half["global_step"].scalar<int64_t>(), kHalf);
   }
   Trainer second(kDigits, split.train);
   auto resumed =
       co_await second.Run(restart_dir.path(), 2 * kHalf, single_thread);
-  ASSERT_TRUE(second.close_status.ok()) << second.close_status;
+  CO_ASSERT_OK(second.close_status);
   EXPECT_EQ(second.input->last_start_batch(), kHalf);
 
   // Every variable: weights, biases, Adam's m and v of each, the beta
   // powers, the global step -- bit for bit.
-  ASSERT_EQ(resumed.size(), expected.size());
+  EXPECT_EQ(resumed.size(), expected.size());
+  CO_ASSERT_TRUE((resumed.size()) == (expected.size()));
   EXPECT_TRUE(expected.contains("layer1/weights/Adam_1"));
   EXPECT_TRUE(expected.contains("beta2_power"));
   for (const auto& [name, value] : expected) {
-    ASSERT_TRUE(resumed.contains(name)) << name;
+    EXPECT_TRUE(resumed.contains(name)) << name;
+    CO_ASSERT_TRUE(resumed.contains(name));
     EXPECT_TRUE(resumed[name].IsSameAs(value))
         << name << ": " << resumed[name].DebugString() << " vs "
         << value.DebugString();
@@ -234,15 +237,18 @@ CO_TEST(TrainDigits, AMalformedCsvStopsTrainingWithFileAndLine) {
   }
   Trainer trainer(file, {0, 1, 2});
   co_await trainer.Run(dir.path() + "/ckpt", 10, testing::TestRuntime());
-  // The producer reads the whole file before the first batch, so the first
-  // step fails with the reader's error, and Close reports it too.
-  EXPECT_EQ(trainer.final_status.code(), absl::StatusCode::kInvalidArgument)
-      << trainer.final_status;
-  EXPECT_NE(trainer.final_status.message().find("bad.csv:3"),
-            std::string::npos)
-      << trainer.final_status;
+  // The producer reads the whole file before the first batch and fails;
+  // its error stops the session (possibly before the first step ran) and
+  // Close reports it. A step in flight then failed with that error or was
+  // cancelled by the stop.
   EXPECT_EQ(trainer.close_status.code(), absl::StatusCode::kInvalidArgument)
       << trainer.close_status;
+  EXPECT_NE(trainer.close_status.message().find("bad.csv:3"),
+            std::string::npos)
+      << trainer.close_status;
+  if (!trainer.final_status.ok() && !absl::IsCancelled(trainer.final_status)) {
+    EXPECT_EQ(trainer.final_status, trainer.close_status);
+  }
 }
 
 }  // namespace

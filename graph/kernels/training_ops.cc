@@ -72,8 +72,8 @@ absl::Status UpdateInPlace(KernelContext& ctx, const Tensor& grad,
   // Locks the variables one after another (always variable, then slots in
   // order: no other op takes them in another order), then runs the update.
   auto lock_next = [&](auto& self, size_t i, Tensor& value) -> absl::Status {
-    COSESSION_RETURN_IF_ERROR(CheckShape(
-        ctx, i == 0 ? variable : *slots[i - 1], value, grad));
+    COSESSION_RETURN_IF_ERROR(
+        CheckShape(ctx, i == 0 ? variable : *slots[i - 1], value, grad));
     values[i] = &value;
     if (i == kSlots) {
       ctx.ParallelFor(grad.NumElements(), 10, [&](int64_t begin, int64_t end) {
@@ -103,36 +103,35 @@ template <typename T>
 absl::Status GradientDescent(KernelContext& ctx) {
   COSESSION_ASSIGN_OR_RETURN(T lr, ScalarInput<T>(ctx, 0, "learning_rate"));
   const Tensor& grad = ctx.input(1);
-  return UpdateInPlace<0>(
-      ctx, grad, VariableAttr(ctx, "variable"), {},
-      [&](auto& v, int64_t begin, int64_t len) {
-        Segment<T>(v[0], begin, len) -= lr * Segment<T>(grad, begin, len);
-      });
+  return UpdateInPlace<0>(ctx, grad, VariableAttr(ctx, "variable"), {},
+                          [&](auto& v, int64_t begin, int64_t len) {
+                            Segment<T>(v[0], begin, len) -=
+                                lr * Segment<T>(grad, begin, len);
+                          });
 }
 
 // ---- ApplyMomentum: accum = momentum * accum + grad;
 // var -= lr * accum, or with Nesterov var -= lr * (grad + momentum * accum).
-// Inputs: learning_rate, grad, momentum.
+// Inputs: learning_rate, momentum, grad.
 template <typename T>
 absl::Status Momentum(KernelContext& ctx) {
   COSESSION_ASSIGN_OR_RETURN(T lr, ScalarInput<T>(ctx, 0, "learning_rate"));
-  const Tensor& grad = ctx.input(1);
-  COSESSION_ASSIGN_OR_RETURN(T momentum, ScalarInput<T>(ctx, 2, "momentum"));
+  COSESSION_ASSIGN_OR_RETURN(T momentum, ScalarInput<T>(ctx, 1, "momentum"));
+  const Tensor& grad = ctx.input(2);
   const bool nesterov = ctx.node().attr<bool>("use_nesterov");
-  return UpdateInPlace<1>(
-      ctx, grad, VariableAttr(ctx, "variable"),
-      {&VariableAttr(ctx, "accumulation")},
-      [&](auto& v, int64_t begin, int64_t len) {
-        auto var = Segment<T>(v[0], begin, len);
-        auto accum = Segment<T>(v[1], begin, len);
-        auto g = Segment<T>(grad, begin, len);
-        accum = momentum * accum + g;
-        if (nesterov) {
-          var -= lr * (g + momentum * accum);
-        } else {
-          var -= lr * accum;
-        }
-      });
+  return UpdateInPlace<1>(ctx, grad, VariableAttr(ctx, "variable"),
+                          {&VariableAttr(ctx, "accumulation")},
+                          [&](auto& v, int64_t begin, int64_t len) {
+                            auto var = Segment<T>(v[0], begin, len);
+                            auto accum = Segment<T>(v[1], begin, len);
+                            auto g = Segment<T>(grad, begin, len);
+                            accum = momentum * accum + g;
+                            if (nesterov) {
+                              var -= lr * (g + momentum * accum);
+                            } else {
+                              var -= lr * accum;
+                            }
+                          });
 }
 
 // ---- ApplyAdam (Kingma & Ba, as TensorFlow applies it):
@@ -154,18 +153,17 @@ absl::Status Adam(KernelContext& ctx) {
   COSESSION_ASSIGN_OR_RETURN(T epsilon, ScalarInput<T>(ctx, 5, "epsilon"));
   const Tensor& grad = ctx.input(6);
   const T lr_t = lr * std::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-  return UpdateInPlace<2>(
-      ctx, grad, VariableAttr(ctx, "variable"),
-      {&VariableAttr(ctx, "m"), &VariableAttr(ctx, "v")},
-      [&](auto& v, int64_t begin, int64_t len) {
-        auto var = Segment<T>(v[0], begin, len);
-        auto m = Segment<T>(v[1], begin, len);
-        auto vel = Segment<T>(v[2], begin, len);
-        auto g = Segment<T>(grad, begin, len);
-        m = beta1 * m + (T(1) - beta1) * g;
-        vel = beta2 * vel + (T(1) - beta2) * g.square();
-        var -= lr_t * m / (vel.sqrt() + epsilon);
-      });
+  return UpdateInPlace<2>(ctx, grad, VariableAttr(ctx, "variable"),
+                          {&VariableAttr(ctx, "m"), &VariableAttr(ctx, "v")},
+                          [&](auto& v, int64_t begin, int64_t len) {
+                            auto var = Segment<T>(v[0], begin, len);
+                            auto m = Segment<T>(v[1], begin, len);
+                            auto vel = Segment<T>(v[2], begin, len);
+                            auto g = Segment<T>(grad, begin, len);
+                            m = beta1 * m + (T(1) - beta1) * g;
+                            vel = beta2 * vel + (T(1) - beta2) * g.square();
+                            var -= lr_t * m / (vel.sqrt() + epsilon);
+                          });
 }
 
 // Dispatches on the gradient's dtype (the last input), float or double.
@@ -202,19 +200,18 @@ absl::Status ApplyShape(InferenceContext& c) {
   }
   for (int i = 0; i < c.num_inputs(); ++i) {
     if (c.input_dtype(i) != dtype) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input ", i, " ('", c.input(i).name(), "') is ",
-          DTypeName(c.input_dtype(i)), " but variable '", variable.name(),
-          "' is ", DTypeName(dtype)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", i, " ('", c.input(i).name(), "') is ",
+                       DTypeName(c.input_dtype(i)), " but variable '",
+                       variable.name(), "' is ", DTypeName(dtype)));
     }
   }
   for (int i = 0; i + 1 < c.num_inputs(); ++i) {
     if (c.input_shape(i).IsFullyDefined() &&
         c.input_shape(i).num_elements() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", i, " ('", c.input(i).name(),
-                       "') must be a scalar, got shape ",
-                       c.input_shape(i).DebugString()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input ", i, " ('", c.input(i).name(),
+          "') must be a scalar, got shape ", c.input_shape(i).DebugString()));
     }
   }
   const TensorShape& grad = c.input_shape(c.num_inputs() - 1);
@@ -249,8 +246,8 @@ Operation AddApply(Graph& g, const char* type, std::string name,
   if (name.empty()) name = type;
   NodeSpec spec{type, name, std::move(inputs), {}, std::move(extra)};
   for (const auto& [role, variable] : variables) {
-    spec.attrs[role] = static_cast<int64_t>(
-        CheckedVariable(variable, name, role)->id());
+    spec.attrs[role] =
+        static_cast<int64_t>(CheckedVariable(variable, name, role)->id());
   }
   return Operation(g.AddNode(std::move(spec)));
 }
@@ -261,12 +258,12 @@ void RegisterTrainingOps(OpRegistry& r) {
   auto must = [](absl::Status s) {
     if (!s.ok()) throw StatusError(std::move(s));
   };
-  must(r.Register({.name = "ApplyGradientDescent",
-                   .shape_fn = ApplyShape,
-                   .kernel = Dispatch<GradientDescent<float>,
-                                      GradientDescent<double>>,
-                   .cost = ApplyCost,
-                   .stateful = true}));
+  must(r.Register(
+      {.name = "ApplyGradientDescent",
+       .shape_fn = ApplyShape,
+       .kernel = Dispatch<GradientDescent<float>, GradientDescent<double>>,
+       .cost = ApplyCost,
+       .stateful = true}));
   must(r.Register({.name = "ApplyMomentum",
                    .shape_fn = ApplyShape,
                    .kernel = Dispatch<Momentum<float>, Momentum<double>>,
@@ -296,7 +293,7 @@ Operation ApplyMomentum(Graph& g, Output variable, Output accumulation,
   AttrMap attrs;
   attrs["use_nesterov"] = use_nesterov;
   return AddApply(g, "ApplyMomentum", std::move(name), vars,
-                  {learning_rate, grad, momentum}, std::move(attrs));
+                  {learning_rate, momentum, grad}, std::move(attrs));
 }
 
 Operation ApplyAdam(Graph& g, Output variable, Output m, Output v,
@@ -305,9 +302,9 @@ Operation ApplyAdam(Graph& g, Output variable, Output m, Output v,
                     Output epsilon, Output grad, std::string name) {
   const std::pair<const char*, Output> vars[] = {
       {"variable", variable}, {"m", m}, {"v", v}};
-  return AddApply(g, "ApplyAdam", std::move(name), vars,
-                  {beta1_power, beta2_power, learning_rate, beta1, beta2,
-                   epsilon, grad});
+  return AddApply(
+      g, "ApplyAdam", std::move(name), vars,
+      {beta1_power, beta2_power, learning_rate, beta1, beta2, epsilon, grad});
 }
 
 }  // namespace ops
