@@ -133,11 +133,39 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (const Output& fetch : fetches) {
     plan->fetch_slots_.push_back(slot_of(fetch));
   }
-  plan->slot_uses_.assign(plan->num_slots_, 0);
+  // Which slots may hold big tensors, from the shapes known at build time.
+  std::vector<bool> big(plan->num_slots_, false);
+  auto may_be_big = [](const TensorShape& shape) {
+    return !shape.IsFullyDefined() || shape.num_elements() >= kReleaseElements;
+  };
   for (const Step& step : plan->steps_) {
-    for (int in : step.input_slots) ++plan->slot_uses_[in];
+    for (int out = 0; out < step.node->num_outputs(); ++out) {
+      big[step.first_output_slot + out] =
+          may_be_big(step.node->output_shape(out));
+    }
   }
-  for (int fetched : plan->fetch_slots_) ++plan->slot_uses_[fetched];
+  for (const auto& [output, index] : fed) {
+    big[plan->first_feed_slot_ + index] = may_be_big(output.shape());
+  }
+  plan->slot_uses_.assign(plan->num_slots_, 0);
+  for (Step& step : plan->steps_) {
+    for (int in : step.input_slots) {
+      if (!big[in]) continue;
+      ++plan->slot_uses_[in];
+      step.release_inputs.push_back(in);
+    }
+  }
+  for (int fetched : plan->fetch_slots_) {
+    if (big[fetched]) ++plan->slot_uses_[fetched];
+  }
+  for (Step& step : plan->steps_) {
+    for (int out = 0; out < step.node->num_outputs(); ++out) {
+      const int slot = step.first_output_slot + out;
+      if (big[slot] && plan->slot_uses_[slot] == 0) {
+        step.dead_outputs.push_back(slot);
+      }
+    }
+  }
   return std::shared_ptr<const ExecutionPlan>(std::move(plan));
 }
 
@@ -361,11 +389,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // reads any more, then release its successors.
   void Finish(int s, ReadyList& ready) {
     const Step& step = plan_->steps_[s];
-    for (int out = 0; out < step.node->num_outputs(); ++out) {
-      const int slot = step.first_output_slot + out;
-      if (plan_->slot_uses_[slot] == 0) slots_[slot] = Tensor();
-    }
-    for (int in : step.input_slots) {
+    for (int slot : step.dead_outputs) slots_[slot] = Tensor();
+    for (int in : step.release_inputs) {
       // acq_rel: the last reader's reads happen before the drop.
       if (slot_uses_[in].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         slots_[in] = Tensor();

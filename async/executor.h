@@ -67,15 +67,23 @@ class ExecutionPlan {
     std::vector<int> input_slots;
     std::vector<int> successors;
     int initial_pending;
+    // Big slots (see slot_uses_) to drop once this step ran: inputs it reads
+    // (when it is their last reader), and outputs nothing reads.
+    std::vector<int> release_inputs;
+    std::vector<int> dead_outputs;
   };
 
   std::vector<Output> feeds_;
   std::vector<Step> steps_;
-  // Per slot: how many inputs of steps read it, plus one when it is fetched.
-  // A run drops a slot's tensor when its count reaches zero, so that a
-  // variable's buffer read early in a step is no longer shared by the time
-  // the step's optimizer updates it (copy-on-write then writes in place;
-  // graph/resource_manager.h), and big intermediates die early.
+  // Per slot that may hold a big tensor (static shape unknown or of at least
+  // kReleaseElements elements): how many inputs of steps read it, plus one
+  // when it is fetched; 0 for small slots. A run drops a big slot's tensor
+  // when its count reaches zero, so that a variable's buffer read early in
+  // a step is no longer shared by the time the step's optimizer updates it
+  // (copy-on-write then writes in place; graph/resource_manager.h), and big
+  // intermediates die early. Small slots are left alone: counting them would
+  // cost more than their memory.
+  static constexpr int64_t kReleaseElements = 4096;
   std::vector<int> slot_uses_;
   std::vector<int> roots_;
   std::vector<int> fetch_slots_;

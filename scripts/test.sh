@@ -17,7 +17,7 @@ if ((${#configs[@]} == 0)); then configs=(release asan tsan fuzz); fi
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_init_order=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/scripts/tsan.supp"
 
 sanitizer_flags=(-DCMAKE_BUILD_TYPE=Debug "-DCMAKE_CXX_FLAGS_DEBUG=-O1 -g"
                  -DCOSESSION_BUILD_BENCHMARKS=OFF -DCOSESSION_BUILD_EXAMPLES=OFF)
