@@ -273,6 +273,8 @@ absl::Status StartDatasetIterator(Session& session, Coordinator& coordinator,
   Runtime::executor_type pool = session.runtime().executor();
   auto iterator = std::make_shared<DatasetIterator>(
       pool, (*dataset)->options().prefetch_batches);
+  // Only StartDatasetIterator sets the resource of an IteratorGetNext
+  // node, so a previous one is a DatasetIterator.
   std::shared_ptr<void> previous =
       session.resources().SetResource(*get_next.node(), iterator);
   if (previous != nullptr) {

@@ -447,8 +447,10 @@ TEST(CsvDataset, RealDigitsLoadAs1797RowsOf64Features) {
   EXPECT_EQ((*rows)->size(), 1797);
   EXPECT_EQ((*rows)->num_features, 64);
   EXPECT_EQ((*rows)->features.size(), 1797u * 64u);
-  EXPECT_EQ(*std::min_element((*rows)->labels.begin(), (*rows)->labels.end()), 0);
-  EXPECT_EQ(*std::max_element((*rows)->labels.begin(), (*rows)->labels.end()), 9);
+  EXPECT_EQ(*std::min_element((*rows)->labels.begin(), (*rows)->labels.end()),
+            0);
+  EXPECT_EQ(*std::max_element((*rows)->labels.begin(), (*rows)->labels.end()),
+            9);
 }
 
 TEST(SeededRowSplit, SplitsAllRowsDisjointlyAndReproducibly) {
@@ -630,23 +632,35 @@ CO_TEST(DatasetIterator, StopWhileTheProducerWaitsOnAFullChannelIsPrompt) {
   EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
 }
 
-// A FIFO nobody writes to yet: the producer's read blocks, so the channel
-// stays empty and GetNext waits. Writing (and closing) the FIFO at the end
-// frees the pool thread.
+// A FIFO nobody writes to yet: the producer's read blocks (on a pool
+// thread) in open(), so the channel stays empty and GetNext waits. Release
+// frees that thread whether or not the read started: a writer end opened
+// without blocking (O_RDWR) wakes a reader waiting in open(), a regular
+// file renamed over the path serves a reader that comes later, and closing
+// the writer end gives the woken reader its end of file.
 class StalledInput {
  public:
-  explicit StalledInput(const ScratchDir& dir) : path_(dir / "fifo.csv") {
+  explicit StalledInput(const ScratchDir& dir)
+      : path_(dir / "fifo.csv"), replacement_(dir / "replacement.csv") {
     EXPECT_EQ(::mkfifo(path_.c_str(), 0600), 0);
   }
+  ~StalledInput() { Release(); }
+  StalledInput(const StalledInput&) = delete;
+  StalledInput& operator=(const StalledInput&) = delete;
   const std::string& path() const { return path_; }
-  // Opens the write end (meeting the blocked reader) and closes it.
   void Release() {
-    const int fd = ::open(path_.c_str(), O_WRONLY);
+    if (released_) return;
+    released_ = true;
+    const int fd = ::open(path_.c_str(), O_RDWR | O_NONBLOCK);
+    WriteFile(replacement_, "");
+    EXPECT_EQ(::rename(replacement_.c_str(), path_.c_str()), 0);
     if (fd >= 0) ::close(fd);
   }
 
  private:
   std::string path_;
+  std::string replacement_;
+  bool released_ = false;
 };
 
 CO_TEST(DatasetIterator, StopWhileGetNextWaitsOnAnEmptyChannelIsPrompt) {
