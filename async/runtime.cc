@@ -61,10 +61,11 @@ void Runtime::ParallelFor(int64_t n, int64_t cost_per_unit,
                           absl::FunctionRef<void(int64_t, int64_t)> fn) {
   if (n <= 0) return;
   const int64_t total = n * std::max<int64_t>(cost_per_unit, 1);
-  const int64_t min_piece =
-      std::max<int64_t>(options_.inline_cost_threshold, 1);
-  const int64_t pieces = std::min<int64_t>(
-      {static_cast<int64_t>(num_threads_), n, total / min_piece});
+  const int64_t min_piece = options_.min_parallel_piece_cost;
+  const int64_t pieces =
+      min_piece <= 0 ? 1
+                     : std::min<int64_t>({static_cast<int64_t>(num_threads_), n,
+                                          total / min_piece});
   if (pieces <= 1) {
     fn(0, n);
     return;

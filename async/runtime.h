@@ -26,6 +26,11 @@ struct RuntimeOptions {
   // ones go to the pool. Measured on these machines: a round trip to the pool
   // costs ~9 µs, about 30,000 float adds.
   int64_t inline_cost_threshold = 32 * 1024;
+  // Intra-op parallelism (ParallelFor): each piece of a split kernel must be
+  // worth at least this many element operations (~30 µs here), so that
+  // waking a pool thread (several µs, more when the threads already run
+  // independent ops) stays small next to it. 0 = never split.
+  int64_t min_parallel_piece_cost = 256 * 1024;
 };
 
 class Runtime : public ParallelRunner {
@@ -45,7 +50,7 @@ class Runtime : public ParallelRunner {
     return options_.inline_cost_threshold;
   }
   // Intra-op parallelism for kernels (graph/kernel.h): up to num_threads()
-  // pieces, each worth at least inline_cost_threshold() element operations;
+  // pieces, each worth at least min_parallel_piece_cost element operations;
   // the calling thread runs pieces too, and pieces nobody has started yet
   // when it runs out are its own, so a busy pool only makes it serial,
   // never stuck.

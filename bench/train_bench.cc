@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "async/monitored_session.h"
+#include "async/runtime.h"
 #include "bench/bench_util.h"
 #include "examples/mlp_classifier.h"
 #include "graph/ops.h"
@@ -143,7 +144,8 @@ Tensor RandomTensor(DType dtype, TensorShape shape, int classes,
   return t;
 }
 
-asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
+asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size,
+                                 Runtime* runtime) {
   Graph g;
   g.set_seed(42);
   Output x = ops::Placeholder(g, DType::kFloat,
@@ -159,6 +161,7 @@ asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
     co_return;
   }
   MonitoredSessionOptions options;
+  options.runtime = runtime;
   auto created = co_await MonitoredSession::Create(
       g, {}, std::make_shared<ChiefSessionCreator>(), options,
       asio::use_awaitable);
@@ -186,12 +189,20 @@ asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size) {
 }
 
 void BM_Train_MLP(benchmark::State& state) {
-  bench::RunCoroutine(TrainSteps(state, kMlp));
+  bench::RunCoroutine(TrainSteps(state, kMlp, nullptr));
 }
 BENCHMARK(BM_Train_MLP)->UseRealTime();
 
+// The same without intra-op parallelism: every kernel on one thread, as in
+// the baseline.
+void BM_Train_MLP_SerialKernels(benchmark::State& state) {
+  Runtime runtime({.min_parallel_piece_cost = 0});
+  bench::RunCoroutine(TrainSteps(state, kMlp, &runtime));
+}
+BENCHMARK(BM_Train_MLP_SerialKernels)->UseRealTime();
+
 void BM_Train_TinyMLP(benchmark::State& state) {
-  bench::RunCoroutine(TrainSteps(state, kTinyMlp));
+  bench::RunCoroutine(TrainSteps(state, kTinyMlp, nullptr));
 }
 BENCHMARK(BM_Train_TinyMLP)->UseRealTime();
 

@@ -49,7 +49,7 @@ void ExpectExactCover(std::vector<std::pair<int64_t, int64_t>> ranges,
 }
 
 TEST(RuntimeParallelFor, SmallLoopsRunAsOneCallOnTheCaller) {
-  Runtime runtime({.num_threads = 2, .inline_cost_threshold = 1000});
+  Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 1000});
   Calls calls;
   runtime.ParallelFor(100, 5, [&](int64_t b, int64_t e) { calls.Add(b, e); });
   ASSERT_EQ(calls.ranges.size(), 1u);
@@ -62,8 +62,18 @@ TEST(RuntimeParallelFor, SmallLoopsRunAsOneCallOnTheCaller) {
   EXPECT_EQ(calls.ranges.size(), 1u);
 }
 
+TEST(RuntimeParallelFor, AZeroMinimumPieceCostTurnsItOff) {
+  Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 0});
+  Calls calls;
+  runtime.ParallelFor(1 << 20, 1 << 20, [&](int64_t b, int64_t e) {
+    calls.Add(b, e);
+  });
+  ASSERT_EQ(calls.ranges.size(), 1u);
+  EXPECT_EQ(calls.ranges[0], std::make_pair(int64_t{0}, int64_t{1} << 20));
+}
+
 TEST(RuntimeParallelFor, BigLoopsAreSplitIntoDisjointPiecesCoveringAll) {
-  Runtime runtime({.num_threads = 4, .inline_cost_threshold = 1000});
+  Runtime runtime({.num_threads = 4, .min_parallel_piece_cost = 1000});
   for (int64_t n : {2, 3, 7, 1000, 12345}) {
     Calls calls;
     runtime.ParallelFor(n, 100000,
@@ -76,7 +86,7 @@ TEST(RuntimeParallelFor, BigLoopsAreSplitIntoDisjointPiecesCoveringAll) {
 }
 
 TEST(RuntimeParallelFor, PiecesRunOnPoolThreadsWhenTheyAreFree) {
-  Runtime runtime({.num_threads = 2, .inline_cost_threshold = 1});
+  Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 1});
   // The first piece (claimed by the caller) waits until another thread ran
   // the second: that proves the pool took part. Bounded, so a serial run
   // fails instead of hanging.
@@ -93,7 +103,7 @@ TEST(RuntimeParallelFor, PiecesRunOnPoolThreadsWhenTheyAreFree) {
 }
 
 TEST(RuntimeParallelFor, ABusyPoolMakesTheLoopSerialNotStuck) {
-  Runtime runtime({.num_threads = 2, .inline_cost_threshold = 1});
+  Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 1});
   // Occupy both pool threads until the loop is done.
   Latch release, both_busy_a, both_busy_b;
   boost::asio::post(runtime.executor(), [&] {
