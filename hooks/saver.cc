@@ -368,6 +368,16 @@ Saver::Saver(SaverOptions options, std::vector<Output> variables,
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : &SystemClock()),
       variables_(std::move(variables)),
+      variable_names_([this] {
+        std::vector<std::string> names;
+        for (const Output& v : variables_) names.push_back(v.node()->name());
+        return names;
+      }()),
+      variable_dtypes_([this] {
+        std::vector<DType> dtypes;
+        for (const Output& v : variables_) dtypes.push_back(v.dtype());
+        return dtypes;
+      }()),
       restore_values_(std::move(restore_values)),
       assigns_(std::move(assigns)) {}
 
@@ -378,12 +388,12 @@ absl::Status Saver::CheckSnapshot(const std::vector<Tensor>& snapshot) const {
                      variables_.size(), " variables"));
   }
   for (size_t i = 0; i < snapshot.size(); ++i) {
-    if (snapshot[i].dtype() != variables_[i].dtype() ||
+    if (snapshot[i].dtype() != variable_dtypes_[i] ||
         !snapshot[i].IsInitialized()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Saver: the snapshot of '", variables_[i].node()->name(), "' is a ",
+          "Saver: the snapshot of '", variable_names_[i], "' is a ",
           DTypeName(snapshot[i].dtype()), " tensor, the variable is ",
-          DTypeName(variables_[i].dtype())));
+          DTypeName(variable_dtypes_[i])));
     }
   }
   return absl::OkStatus();
@@ -505,7 +515,7 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   std::vector<std::pair<std::string, Tensor>> named;
   named.reserve(snapshot.size());
   for (size_t i = 0; i < snapshot.size(); ++i) {
-    named.emplace_back(variables_[i].node()->name(), snapshot[i]);
+    named.emplace_back(variable_names_[i], snapshot[i]);
   }
   std::map<std::string, std::string> metadata{
       {std::string(kGlobalStepKey), absl::StrCat(step)}};

@@ -224,6 +224,11 @@ class Saver : public std::enable_shared_from_this<Saver> {
   const SaverOptions options_;
   Clock* const clock_;
   const std::vector<Output> variables_;
+  // The variables' names and dtypes, copied: a save written on the pool
+  // must not touch the Graph, which may be gone by then (a session that
+  // failed closes without waiting in End for its last save).
+  const std::vector<std::string> variable_names_;
+  const std::vector<DType> variable_dtypes_;
   const std::vector<Output> restore_values_;  // Placeholders, one a variable
   const std::vector<Operation> assigns_;
 

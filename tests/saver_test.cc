@@ -8,6 +8,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "async/runtime.h"
 #include "graph/ops.h"
 #include "hooks/atomic_file.h"
 #include "hooks/safetensors.h"
@@ -149,6 +151,39 @@ CO_TEST(Saver, StateFileListsKeptCheckpointsOldestFirstWithTimestamps) {
   auto latest = LatestCheckpoint(dir.path());
   CO_ASSERT_OK(latest.status());
   EXPECT_EQ(*latest, dir / "model.ckpt-2");
+}
+
+// A save written on the pool uses nothing of the Graph: a session that
+// failed closes without waiting for its last save (End is not called), and
+// its graph may be gone before the write runs. The pool's only thread is
+// held until the graph is destroyed, so the write surely runs after it (a
+// use-after-free under ASan before the Saver copied the names and dtypes).
+CO_TEST(Saver, APendingSaveOutlivesItsGraph) {
+  Runtime runtime({.num_threads = 1});
+  testing::Latch graph_gone;
+  asio::post(runtime.executor(),
+             [&] { graph_gone.WaitFor(std::chrono::seconds(20)); });
+  ScratchDir dir;
+  std::shared_ptr<Saver> saver;
+  std::shared_ptr<PendingSave> pending;
+  {
+    auto graph = std::make_unique<Graph>();
+    ops::Variable(*graph, Tensor::FromVector<float>({1, 2, 3}), "w");
+    auto created = Saver::Create(*graph);
+    CO_ASSERT_OK(created.status());
+    saver = *created;
+    std::vector<Tensor> snapshot = {Tensor::FromVector<float>({4, 5, 6})};
+    auto started =
+        co_await saver->StartSave(runtime, std::move(snapshot), dir.path(), 7);
+    CO_ASSERT_OK(started.status());
+    pending = *started;
+  }  // the graph is destroyed while the write waits for the pool
+  graph_gone.Notify();
+  auto written = co_await pending->Wait();
+  CO_ASSERT_OK(written.status());
+  auto latest = LatestCheckpoint(dir.path());
+  CO_ASSERT_OK(latest.status());
+  EXPECT_EQ(*latest, *written);
 }
 
 TEST(Saver, LatestCheckpointOfAnEmptyDirectoryIsNotFound) {
