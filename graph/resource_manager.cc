@@ -44,8 +44,8 @@ absl::Status ResourceManager::UpdateVariableInPlace(
   VariableSlot& slot = Variable(variable);
   std::lock_guard lock(slot.mu);
   if (!slot.initialized) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Attempting to use uninitialized value ", variable.name()));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Attempting to use uninitialized value ", variable.name()));
   }
   // Under the lock nobody can take a new reference to slot.value, so a
   // count of one stays one while fn writes.

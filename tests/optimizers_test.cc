@@ -54,8 +54,8 @@ asio::awaitable<std::unique_ptr<Session>> InitializedSession(Graph& g) {
   auto session = std::make_unique<Session>(g, TestRuntime());
   // A finalized graph already has its initializer ("init").
   auto existing = g.FindOperation("init");
-  RunArgs init{.targets = {existing.ok() ? *existing
-                                          : GlobalVariablesInitializer(g)}};
+  RunArgs init{
+      .targets = {existing.ok() ? *existing : GlobalVariablesInitializer(g)}};
   auto ran = co_await session->Run(std::move(init), asio::use_awaitable);
   EXPECT_TRUE(ran.ok()) << ran.status();
   co_return session;

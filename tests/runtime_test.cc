@@ -65,9 +65,8 @@ TEST(RuntimeParallelFor, SmallLoopsRunAsOneCallOnTheCaller) {
 TEST(RuntimeParallelFor, AZeroMinimumPieceCostTurnsItOff) {
   Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 0});
   Calls calls;
-  runtime.ParallelFor(1 << 20, 1 << 20, [&](int64_t b, int64_t e) {
-    calls.Add(b, e);
-  });
+  runtime.ParallelFor(1 << 20, 1 << 20,
+                      [&](int64_t b, int64_t e) { calls.Add(b, e); });
   ASSERT_EQ(calls.ranges.size(), 1u);
   EXPECT_EQ(calls.ranges[0], std::make_pair(int64_t{0}, int64_t{1} << 20));
 }

@@ -243,8 +243,7 @@ CO_TEST(TrainDigits, AMalformedCsvStopsTrainingWithFileAndLine) {
   // cancelled by the stop.
   EXPECT_EQ(trainer.close_status.code(), absl::StatusCode::kInvalidArgument)
       << trainer.close_status;
-  EXPECT_NE(trainer.close_status.message().find("bad.csv:3"),
-            std::string::npos)
+  EXPECT_NE(trainer.close_status.message().find("bad.csv:3"), std::string::npos)
       << trainer.close_status;
   if (!trainer.final_status.ok() && !absl::IsCancelled(trainer.final_status)) {
     EXPECT_EQ(trainer.final_status, trainer.close_status);

@@ -310,17 +310,16 @@ absl::Status AddNKernel(KernelContext& ctx) {
       auto sum = MutableFlatMap<T>(out);
       // Each piece sums a slice of every input (intra-op parallelism: a
       // fan-in of many big tensors is memory-bound work for every core).
-      ctx.ParallelFor(
-          first.NumElements(), ctx.num_inputs(),
-          [&](int64_t begin, int64_t end) {
-            const int64_t len = end - begin;
-            auto slice = sum.segment(begin, len);
-            slice = FlatMap<T>(first).segment(begin, len) +
-                    FlatMap<T>(ctx.input(1)).segment(begin, len);
-            for (int i = 2; i < ctx.num_inputs(); ++i) {
-              slice += FlatMap<T>(ctx.input(i)).segment(begin, len);
-            }
-          });
+      ctx.ParallelFor(first.NumElements(), ctx.num_inputs(),
+                      [&](int64_t begin, int64_t end) {
+                        const int64_t len = end - begin;
+                        auto slice = sum.segment(begin, len);
+                        slice = FlatMap<T>(first).segment(begin, len) +
+                                FlatMap<T>(ctx.input(1)).segment(begin, len);
+                        for (int i = 2; i < ctx.num_inputs(); ++i) {
+                          slice += FlatMap<T>(ctx.input(i)).segment(begin, len);
+                        }
+                      });
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
     }
