@@ -44,15 +44,15 @@ absl::Status CheckDifferentiable(const Graph& g, const Output& t,
         absl::StrCat("Gradients: ", what, "[", i, "] is empty"));
   }
   if (&t.node()->graph() != &g) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Gradients: ", what, "[", i, "] ('", t.name(),
-        "') belongs to another graph"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gradients: ", what, "[", i, "] ('", t.name(),
+                     "') belongs to another graph"));
   }
   if (!IsFloating(t.dtype())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Gradients: ", what, "[", i, "] ('", t.name(), "') has dtype ",
-        DTypeName(t.dtype()),
-        "; only float and double tensors have gradients"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("Gradients: ", what, "[", i, "] ('", t.name(),
+                     "') has dtype ", DTypeName(t.dtype()),
+                     "; only float and double tensors have gradients"));
   }
   return absl::OkStatus();
 }
@@ -89,10 +89,10 @@ absl::Status CheckGradYs(const Graph& g, absl::Span<const Output> ys,
 
 // `status` with the op being differentiated named in front.
 absl::Status InOpGradient(const Node& op, const absl::Status& status) {
-  return absl::Status(status.code(),
-                      absl::StrCat("Gradients: in the gradient of op '",
-                                   op.name(), "' (", op.type(),
-                                   "): ", status.message()));
+  return absl::Status(
+      status.code(),
+      absl::StrCat("Gradients: in the gradient of op '", op.name(), "' (",
+                   op.type(), "): ", status.message()));
 }
 
 // Checks what a gradient function returned for input `i` of `op`.
@@ -104,11 +104,11 @@ absl::Status CheckInputGradient(const Node& op, int i, const Output& grad) {
   }
   if (grad.dtype() != input.dtype() ||
       !grad.shape().IsCompatibleWith(input.shape())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the gradient of input ", i, " ('", input.name(), "', ",
-        DTypeName(input.dtype()), " ", input.shape().DebugString(),
-        ") is '", grad.name(), "' (", DTypeName(grad.dtype()), " ",
-        grad.shape().DebugString(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the gradient of input ", i, " ('", input.name(), "', ",
+                     DTypeName(input.dtype()), " ", input.shape().DebugString(),
+                     ") is '", grad.name(), "' (", DTypeName(grad.dtype()), " ",
+                     grad.shape().DebugString(), ")"));
   }
   return absl::OkStatus();
 }

@@ -100,8 +100,7 @@ GradientResult SubGrad(Graph& g, const Node& op, OutputGrads dz) {
   return std::vector<Output>{
       IfWanted(0, [&] { return ReduceToInput(g, dz[0], x, y); }),
       // Negated after the reduction, on fewer elements.
-      IfWanted(1,
-               [&] { return ops::Neg(g, ReduceToInput(g, dz[0], y, x)); })};
+      IfWanted(1, [&] { return ops::Neg(g, ReduceToInput(g, dz[0], y, x)); })};
 }
 
 GradientResult MulGrad(Graph& g, const Node& op, OutputGrads dz) {
@@ -145,15 +144,15 @@ GradientResult NegGrad(Graph& g, const Node&, OutputGrads dz) {
 
 GradientResult SquareGrad(Graph& g, const Node& op, OutputGrads dz) {
   const Output x = op.input(0);
-  return std::vector<Output>{ops::Mul(
-      g, dz[0], ops::Mul(g, ScalarOf(g, x.dtype(), 2.0), x))};
+  return std::vector<Output>{
+      ops::Mul(g, dz[0], ops::Mul(g, ScalarOf(g, x.dtype(), 2.0), x))};
 }
 
 // y = sqrt(x): dx = dz / (2 y).
 GradientResult SqrtGrad(Graph& g, const Node& op, OutputGrads dz) {
   const Output y = OutputOf(op, 0);
-  return std::vector<Output>{ops::Div(
-      g, ops::Mul(g, dz[0], ScalarOf(g, y.dtype(), 0.5)), y)};
+  return std::vector<Output>{
+      ops::Div(g, ops::Mul(g, dz[0], ScalarOf(g, y.dtype(), 0.5)), y)};
 }
 
 GradientResult ExpGrad(Graph& g, const Node& op, OutputGrads dz) {
@@ -224,9 +223,9 @@ GradientResult MatMulGrad(Graph& g, const Node& op, OutputGrads dz) {
 // ---- Reductions ----
 
 GradientResult SumGrad(Graph& g, const Node& op, OutputGrads dz) {
-  return std::vector<Output>{
-      ops::SumGrad(g, dz[0], op.input(0), op.attr<std::vector<int64_t>>("axes"),
-                   op.attr<bool>("keep_dims"))};
+  return std::vector<Output>{ops::SumGrad(g, dz[0], op.input(0),
+                                          op.attr<std::vector<int64_t>>("axes"),
+                                          op.attr<bool>("keep_dims"))};
 }
 
 GradientResult MeanGrad(Graph& g, const Node& op, OutputGrads dz) {

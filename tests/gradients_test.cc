@@ -67,8 +67,8 @@ AssertionResult MessageContains(const absl::Status& status,
   if (std::string(status.message()).find(part) != std::string::npos) {
     return AssertionSuccess();
   }
-  return AssertionFailure() << "'" << status.message() << "' lacks '" << part
-                            << "'";
+  return AssertionFailure()
+         << "'" << status.message() << "' lacks '" << part << "'";
 }
 
 // `t` holds `want` (doubles, within `tolerance` relative to max(1, |want|)).
@@ -84,9 +84,9 @@ AssertionResult Near(const Tensor& t, const std::vector<double>& want,
   for (size_t i = 0; i < want.size(); ++i) {
     if (std::abs(got[i] - want[i]) >
         tolerance * std::max(1.0, std::abs(want[i]))) {
-      return AssertionFailure() << "value " << i << " is " << got[i]
-                                << ", want " << want[i] << " in "
-                                << t.DebugString(32);
+      return AssertionFailure()
+             << "value " << i << " is " << got[i] << ", want " << want[i]
+             << " in " << t.DebugString(32);
     }
   }
   return AssertionSuccess();
@@ -159,8 +159,8 @@ AssertionResult GradientsMatchFiniteDifferences(std::vector<GradInput> inputs,
       session.RunBlocking({.fetches = {y}, .feeds = feeds});
   if (!y0.ok()) return AssertionFailure() << "running y: " << y0.status();
   const Tensor weights = Weights((*y0)[0].shape());
-  auto weighted_sum = [&](std::vector<std::pair<Output, Tensor>> f)
-      -> absl::StatusOr<double> {
+  auto weighted_sum =
+      [&](std::vector<std::pair<Output, Tensor>> f) -> absl::StatusOr<double> {
     absl::StatusOr<std::vector<Tensor>> out =
         session.RunBlocking({.fetches = {y}, .feeds = std::move(f)});
     if (!out.ok()) return out.status();
@@ -176,8 +176,7 @@ AssertionResult GradientsMatchFiniteDifferences(std::vector<GradInput> inputs,
   absl::StatusOr<std::vector<Tensor>> symbolic =
       session.RunBlocking({.fetches = *grads, .feeds = grad_feeds});
   if (!symbolic.ok()) {
-    return AssertionFailure() << "running the gradients: "
-                              << symbolic.status();
+    return AssertionFailure() << "running the gradients: " << symbolic.status();
   }
   for (size_t k = 0; k < xs.size(); ++k) {
     const size_t i = x_inputs[k];
@@ -185,9 +184,8 @@ AssertionResult GradientsMatchFiniteDifferences(std::vector<GradInput> inputs,
     const Tensor& grad = (*symbolic)[k];
     if (grad.shape() != value.shape() || grad.dtype() != DType::kDouble) {
       return AssertionFailure()
-             << "the gradient of input " << i << " is "
-             << grad.DebugString() << ", want shape "
-             << value.shape().DebugString();
+             << "the gradient of input " << i << " is " << grad.DebugString()
+             << ", want shape " << value.shape().DebugString();
     }
     for (int64_t e = 0; e < value.NumElements(); ++e) {
       double f[2];
@@ -218,9 +216,8 @@ AssertionResult GradientsMatchFiniteDifferences(std::vector<GradInput> inputs,
 AssertionResult UnaryMatches(Tensor x,
                              std::function<Output(Graph&, Output)> op) {
   return GradientsMatchFiniteDifferences(
-      {{x}}, [&](Graph& g, const std::vector<Output>& in) {
-        return op(g, in[0]);
-      });
+      {{x}},
+      [&](Graph& g, const std::vector<Output>& in) { return op(g, in[0]); });
 }
 AssertionResult BinaryMatches(Tensor x, Tensor y,
                               std::function<Output(Graph&, Output, Output)> op,
@@ -236,61 +233,52 @@ AssertionResult BinaryMatches(Tensor x, Tensor y,
 // ---------------------------------------------------- binary ops, broadcast
 
 TEST(Gradients, AddOfSameShapesMatchesFiniteDifferences) {
-  EXPECT_TRUE(BinaryMatches(Spread({2, 3}), Spread({2, 3}, 0.1, 2),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Add(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 3}), Spread({2, 3}, 0.1, 2),
+      [](Graph& g, Output a, Output b) { return ops::Add(g, a, b); }));
 }
 
 TEST(Gradients, AddOfMatrixAndRowVectorReducesToEachShape) {
-  EXPECT_TRUE(BinaryMatches(Spread({2, 3}), Spread({3}),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Add(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 3}), Spread({3}),
+      [](Graph& g, Output a, Output b) { return ops::Add(g, a, b); }));
 }
 
 TEST(Gradients, MulOfColumnAndRowReducesToEachShape) {
-  EXPECT_TRUE(BinaryMatches(Spread({2, 1}), Spread({1, 3}, 0.5, 2),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Mul(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 1}), Spread({1, 3}, 0.5, 2),
+      [](Graph& g, Output a, Output b) { return ops::Mul(g, a, b); }));
 }
 
 TEST(Gradients, SubOfScalarAndMatrixReducesToTheScalar) {
-  EXPECT_TRUE(BinaryMatches(D({0.7}, {}), Spread({2, 3}),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Sub(g, a, b);
-                            }));
-  EXPECT_TRUE(BinaryMatches(Spread({2, 3}), D({0.7}, {}),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Sub(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      D({0.7}, {}), Spread({2, 3}),
+      [](Graph& g, Output a, Output b) { return ops::Sub(g, a, b); }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 3}), D({0.7}, {}),
+      [](Graph& g, Output a, Output b) { return ops::Sub(g, a, b); }));
 }
 
 TEST(Gradients, MulOfScalarAndMatrixMatchesFiniteDifferences) {
-  EXPECT_TRUE(BinaryMatches(D({-1.3}, {}), Spread({2, 3}),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Mul(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      D({-1.3}, {}), Spread({2, 3}),
+      [](Graph& g, Output a, Output b) { return ops::Mul(g, a, b); }));
 }
 
 TEST(Gradients, DivWithBroadcastDivisorMatchesFiniteDifferences) {
-  EXPECT_TRUE(BinaryMatches(Spread({2, 3}), Spread({3}, 0.5, 2),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Div(g, a, b);
-                            }));
-  EXPECT_TRUE(BinaryMatches(Spread({2, 1}, 0.5, 2), Spread({2, 3}, -2, -0.5),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Div(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 3}), Spread({3}, 0.5, 2),
+      [](Graph& g, Output a, Output b) { return ops::Div(g, a, b); }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 1}, 0.5, 2), Spread({2, 3}, -2, -0.5),
+      [](Graph& g, Output a, Output b) { return ops::Div(g, a, b); }));
 }
 
 TEST(Gradients, MaximumWithBroadcastMatchesFiniteDifferences) {
   // No element of x equals its partner in y: Maximum is smooth there.
-  EXPECT_TRUE(BinaryMatches(Spread({2, 3}), D({-0.33, 0.05, 0.41}, {3}),
-                            [](Graph& g, Output a, Output b) {
-                              return ops::Maximum(g, a, b);
-                            }));
+  EXPECT_TRUE(BinaryMatches(
+      Spread({2, 3}), D({-0.33, 0.05, 0.41}, {3}),
+      [](Graph& g, Output a, Output b) { return ops::Maximum(g, a, b); }));
 }
 
 TEST(Gradients, MaximumSendsTiesToTheFirstInput) {
@@ -336,9 +324,8 @@ TEST(Gradients, UnknownDimensionsBroadcastAtRunTimeAreSummedAtRunTime) {
 TEST(Gradients, ElementwiseUnaryOpsMatchFiniteDifferences) {
   using Unary = Output (*)(Graph&, Output, std::string);
   const std::pair<const char*, Unary> on_any_sign[] = {
-      {"Neg", ops::Neg},         {"Square", ops::Square},
-      {"Exp", ops::Exp},         {"Sigmoid", ops::Sigmoid},
-      {"Tanh", ops::Tanh},       {"Relu", ops::Relu},
+      {"Neg", ops::Neg},          {"Square", ops::Square}, {"Exp", ops::Exp},
+      {"Sigmoid", ops::Sigmoid},  {"Tanh", ops::Tanh},     {"Relu", ops::Relu},
       {"Identity", ops::Identity}};
   for (const auto& [name, op] : on_any_sign) {
     SCOPED_TRACE(name);
@@ -351,10 +338,9 @@ TEST(Gradients, ElementwiseUnaryOpsMatchFiniteDifferences) {
                                                        {"Log", ops::Log}};
   for (const auto& [name, op] : on_positive) {
     SCOPED_TRACE(name);
-    EXPECT_TRUE(UnaryMatches(Spread({2, 4}, 0.3, 3),
-                             [op = op](Graph& g, Output x) {
-                               return op(g, x, "");
-                             }));
+    EXPECT_TRUE(
+        UnaryMatches(Spread({2, 4}, 0.3, 3),
+                     [op = op](Graph& g, Output x) { return op(g, x, ""); }));
   }
 }
 
@@ -435,7 +421,7 @@ TEST(Gradients, ReductionsMatchFiniteDifferencesForAxesAndKeepDims) {
   const std::pair<const char*, Reduction> reductions[] = {
       {"Sum", ops::Sum}, {"Mean", ops::Mean}, {"Max", ops::Max}};
   const std::pair<std::vector<int64_t>, bool> cases[] = {
-      {{}, false}, {{}, true},       {{0}, false},    {{1}, true},
+      {{}, false},   {{}, true},      {{0}, false},   {{1}, true},
       {{-1}, false}, {{0, 2}, false}, {{0, 2}, true}, {{2, 1, 0}, false}};
   for (const auto& [name, reduction] : reductions) {
     for (const auto& [some_axes, some_keep_dims] : cases) {
@@ -500,15 +486,13 @@ TEST(Gradients, TransposeMatchesFiniteDifferences) {
 
 TEST(Gradients, SparseSoftmaxCrossEntropyMatchesFiniteDifferences) {
   EXPECT_TRUE(GradientsMatchFiniteDifferences(
-      {{Spread({3, 4}, -2, 2)},
-       {Tensor::FromVector<int32_t>({2, 0, 3}, {3})}},
+      {{Spread({3, 4}, -2, 2)}, {Tensor::FromVector<int32_t>({2, 0, 3}, {3})}},
       [](Graph& g, const std::vector<Output>& in) {
         return ops::SparseSoftmaxCrossEntropyWithLogits(g, in[0], in[1])[0];
       }));
   EXPECT_TRUE(GradientsMatchFiniteDifferences(
       {{Spread({2, 3}, -2, 2), TensorShape{kUnknownDim, 3}},
-       {Tensor::FromVector<int64_t>({1, 1}, {2}),
-        TensorShape{kUnknownDim}}},
+       {Tensor::FromVector<int64_t>({1, 1}, {2}), TensorShape{kUnknownDim}}},
       [](Graph& g, const std::vector<Output>& in) {
         return ops::SparseSoftmaxCrossEntropyWithLogits(g, in[0], in[1])[0];
       }));
@@ -550,11 +534,11 @@ TEST(Gradients, FloatMlpGradientsAgreeWithDouble) {
     auto input = [&](const Tensor& value) {
       return ops::Cast(g, ops::Const(g, value), dtype);
     };
-    Mlp m = BuildMlp(g, {input(Spread({4, 3})),
-                         ops::Const(g, Tensor::FromVector<int32_t>(
-                                           {2, 1, 0, 2}, {4})),
-                         input(Spread({3, 5}, -1, 1)), input(Spread({5})),
-                         input(Spread({5, 3}, -1, 1)), input(Spread({3}))});
+    Mlp m = BuildMlp(
+        g, {input(Spread({4, 3})),
+            ops::Const(g, Tensor::FromVector<int32_t>({2, 1, 0, 2}, {4})),
+            input(Spread({3, 5}, -1, 1)), input(Spread({5})),
+            input(Spread({5, 3}, -1, 1)), input(Spread({3}))});
     Output relu = ops::Relu(g, ops::Sigmoid(g, m.loss));
     auto grads = Gradients(g, {relu}, {m.w1, m.b1, m.w2, m.b2});
     ASSERT_TRUE(grads.ok()) << grads.status();
@@ -568,8 +552,8 @@ TEST(Gradients, FloatMlpGradientsAgreeWithDouble) {
   }
   for (size_t k = 0; k < grads_of[0].size(); ++k) {
     auto d = grads_of[0][k].flat<double>();
-    EXPECT_TRUE(Near(grads_of[1][k], std::vector<double>(d.begin(), d.end()),
-                     1e-5));
+    EXPECT_TRUE(
+        Near(grads_of[1][k], std::vector<double>(d.begin(), d.end()), 1e-5));
   }
 }
 
@@ -858,35 +842,53 @@ TEST(GradientsErrors, DifferentiatingTheSoftmaxCrossEntropyBackpropIsAnError) {
   EXPECT_TRUE(MessageContains(grads.status(), "output 1"));
 }
 
+// Registers (once per name) an identity op with the gradient `gradient`,
+// for tests of what Gradients() does with a gradient function's result.
+void RegisterIdentityWithGradient(const std::string& name,
+                                  GradientFn gradient) {
+  if (OpRegistry::Global().Find(name) != nullptr) return;
+  OpDef def;
+  def.name = name;
+  def.shape_fn = [](InferenceContext& c) {
+    c.AddOutput(c.input_dtype(0), c.input_shape(0));
+    return absl::OkStatus();
+  };
+  def.kernel = [](KernelContext& ctx) {
+    ctx.set_output(0, ctx.input(0));
+    return absl::OkStatus();
+  };
+  ThrowIfError(OpRegistry::Global().Register(std::move(def)));
+  ThrowIfError(OpRegistry::Global().SetGradient(name, std::move(gradient)));
+}
+
 TEST(GradientsErrors, AGradientFunctionReturningAWrongShapeIsReported) {
+  RegisterIdentityWithGradient(
+      "GradientsTestWrongShape",
+      [](Graph& g, const Node&, absl::Span<const Output>) {
+        return absl::StatusOr<std::vector<Output>>(
+            std::vector<Output>{ops::Const(g, D({1, 2, 3}, {3}))});
+      });
   Graph g;
   Output x = ops::Placeholder(g, DType::kDouble, {2});
-  // An op registered by the test with a gradient of the wrong shape.
-  static const bool registered = [] {
-    OpDef def;
-    def.name = "GradientsTestBadGrad";
-    def.shape_fn = [](InferenceContext& c) {
-      c.AddOutput(c.input_dtype(0), c.input_shape(0));
-      return absl::OkStatus();
-    };
-    def.kernel = [](KernelContext& ctx) {
-      ctx.set_output(0, ctx.input(0));
-      return absl::OkStatus();
-    };
-    ThrowIfError(OpRegistry::Global().Register(std::move(def)));
-    ThrowIfError(OpRegistry::Global().SetGradient(
-        "GradientsTestBadGrad",
-        [](Graph& g, const Node&, absl::Span<const Output>) {
-          return absl::StatusOr<std::vector<Output>>(
-              std::vector<Output>{ops::Const(g, D({1, 2, 3}, {3}))});
-        }));
-    return true;
-  }();
-  ASSERT_TRUE(registered);
-  Output y = Output(g.AddNode({"GradientsTestBadGrad", "bad", {x}, {}, {}}), 0);
+  Output y(g.AddNode({"GradientsTestWrongShape", "bad", {x}, {}, {}}), 0);
   auto grads = Gradients(g, {y}, {x});
   EXPECT_FALSE(grads.ok());
-  EXPECT_TRUE(MessageContains(grads.status(), "'bad' (GradientsTestBadGrad)"));
+  EXPECT_TRUE(
+      MessageContains(grads.status(), "'bad' (GradientsTestWrongShape)"));
+}
+
+TEST(GradientsErrors, TheFiniteDifferenceCheckCatchesAWrongGradient) {
+  // An identity whose gradient is twice what it should be: the check the
+  // other tests rely on must fail on it.
+  RegisterIdentityWithGradient(
+      "GradientsTestDoubledGrad",
+      [](Graph& g, const Node&, absl::Span<const Output> dz) {
+        return absl::StatusOr<std::vector<Output>>(
+            std::vector<Output>{ops::Add(g, dz[0], dz[0])});
+      });
+  EXPECT_FALSE(UnaryMatches(Spread({3}), [](Graph& g, Output x) {
+    return Output(g.AddNode({"GradientsTestDoubledGrad", "", {x}, {}, {}}), 0);
+  }));
 }
 
 // ----------------------------------------- SparseSoftmaxCrossEntropy op
@@ -902,9 +904,9 @@ TEST(SparseSoftmaxCrossEntropy, ComputesTheLossAndTheBackprop) {
   ASSERT_TRUE(values.ok()) << values.status();
   const double z0 = std::exp(1.0) + std::exp(2.0) + std::exp(3.0);
   EXPECT_TRUE(Near((*values)[0], {std::log(z0) - 3, std::log(4.0)}));
-  EXPECT_TRUE(Near((*values)[1], {std::exp(1.0) / z0, std::exp(2.0) / z0,
-                                  std::exp(3.0) / z0 - 1, 0.25 - 1, 0.25,
-                                  0.5}));
+  EXPECT_TRUE(
+      Near((*values)[1], {std::exp(1.0) / z0, std::exp(2.0) / z0,
+                          std::exp(3.0) / z0 - 1, 0.25 - 1, 0.25, 0.5}));
 }
 
 TEST(SparseSoftmaxCrossEntropy, LargeLogitsDoNotOverflow) {
@@ -962,11 +964,11 @@ TEST(GradientOps, SumToShapeOfRejectsShapesThatDoNotBroadcastAtRunTime) {
   Output grad = ops::Placeholder(g, DType::kDouble, {kUnknownDim, 3});
   Output like = ops::Placeholder(g, DType::kDouble, {kUnknownDim, 3});
   Output sum = ops::SumToShapeOf(g, grad, like, "reduce");
-  auto ok = testing::EvalOne(g, sum, {{grad, Spread({2, 3})},
-                                      {like, D({1, 2, 3}, {1, 3})}});
+  auto ok = testing::EvalOne(
+      g, sum, {{grad, Spread({2, 3})}, {like, D({1, 2, 3}, {1, 3})}});
   ASSERT_TRUE(ok.ok()) << ok.status();
-  auto bad = testing::EvalOne(g, sum, {{grad, Spread({2, 3})},
-                                       {like, Spread({4, 3})}});
+  auto bad = testing::EvalOne(g, sum,
+                              {{grad, Spread({2, 3})}, {like, Spread({4, 3})}});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageContains(bad.status(), "'reduce'"));
 }

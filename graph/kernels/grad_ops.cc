@@ -38,9 +38,9 @@ absl::StatusOr<TensorShape> MergeShapes(const TensorShape& a,
   if (a.unknown_rank()) return b;
   if (b.unknown_rank()) return a;
   if (!a.IsCompatibleWith(b)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("shapes ", a.DebugString(), " and ", b.DebugString(),
-                     " are incompatible"));
+    return absl::InvalidArgumentError(absl::StrCat("shapes ", a.DebugString(),
+                                                   " and ", b.DebugString(),
+                                                   " are incompatible"));
   }
   TensorShape merged = a;
   for (int d = 0; d < a.dims(); ++d) {
@@ -90,10 +90,10 @@ absl::Status SumToShapeOfKernel(KernelContext& ctx) {
     return absl::OkStatus();
   }
   if (!BroadcastsTo(target, grad.shape())) {
-    return KernelError(ctx, absl::StrCat("cannot sum a gradient of shape ",
-                                         grad.shape().DebugString(),
-                                         " down to shape ",
-                                         target.DebugString()));
+    return KernelError(
+        ctx, absl::StrCat("cannot sum a gradient of shape ",
+                          grad.shape().DebugString(), " down to shape ",
+                          target.DebugString()));
   }
   return VisitDType(grad.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (!std::is_floating_point_v<T>) {
@@ -133,8 +133,7 @@ absl::Status ReshapeToShapeOfKernel(KernelContext& ctx) {
   if (x.NumElements() != ctx.input(1).NumElements()) {
     return KernelError(
         ctx, absl::StrCat("cannot reshape ", x.shape().DebugString(), " to ",
-                          target.DebugString(),
-                          ": the element counts differ"));
+                          target.DebugString(), ": the element counts differ"));
   }
   ctx.set_output(0, x.Reshaped(target));
   return absl::OkStatus();
@@ -196,8 +195,8 @@ absl::StatusOr<ReductionLayout> LayoutOf(const KernelContext& ctx) {
       stride *= in.dim_size(d);
     }
   }
-  layout.out_shape = kernels::ReducedShape(
-      in, *reduced, ctx.node().attr<bool>("keep_dims"));
+  layout.out_shape =
+      kernels::ReducedShape(in, *reduced, ctx.node().attr<bool>("keep_dims"));
   for (int i = 0; i < ctx.num_inputs(); ++i) {
     if (i != 1 && ctx.input(i).shape() != layout.out_shape) {
       return KernelError(
@@ -224,9 +223,9 @@ absl::Status SumOrMeanGradKernel(KernelContext& ctx) {
       T* dx = out.mutable_flat<T>().data();
       const T* g = grad.flat<T>().data();
       // count is 0 only when x is empty, and then nothing is written.
-      const T scale =
-          kMean && layout.count > 0 ? T(1) / static_cast<T>(layout.count)
-                                    : T(1);
+      const T scale = kMean && layout.count > 0
+                          ? T(1) / static_cast<T>(layout.count)
+                          : T(1);
       ForEachStrided(in.dim_sizes(), layout.in_strides, layout.out_strides,
                      [&](int64_t, int64_t i, int64_t o) {
                        if constexpr (kMean) {
@@ -265,9 +264,8 @@ absl::Status MaxGradKernel(KernelContext& ctx) {
       T* dx = out.mutable_flat<T>().data();
       ForEachStrided(in.dim_sizes(), layout.in_strides, layout.out_strides,
                      [&](int64_t, int64_t i, int64_t o) {
-                       dx[i] = xs[i] == max[o]
-                                   ? g[o] / static_cast<T>(ties[o])
-                                   : T(0);
+                       dx[i] = xs[i] == max[o] ? g[o] / static_cast<T>(ties[o])
+                                               : T(0);
                      });
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
@@ -299,9 +297,8 @@ absl::Status MaximumGradKernel(KernelContext& ctx) {
   if (!shape.ok()) return KernelError(ctx, shape.status().message());
   if (*shape != grad.shape()) {
     return KernelError(
-        ctx, absl::StrCat("the gradient has shape ",
-                          grad.shape().DebugString(), " but Maximum of ",
-                          x.shape().DebugString(), " and ",
+        ctx, absl::StrCat("the gradient has shape ", grad.shape().DebugString(),
+                          " but Maximum of ", x.shape().DebugString(), " and ",
                           y.shape().DebugString(), " has shape ",
                           shape->DebugString()));
   }
@@ -367,11 +364,11 @@ struct TanhGradOp {
 
 absl::Status ExpectSameShapes(const KernelContext& ctx) {
   if (ctx.input(0).shape() != ctx.input(1).shape()) {
-    return KernelError(
-        ctx, absl::StrCat("the gradient has shape ",
-                          ctx.input(0).shape().DebugString(),
-                          " but the activation's output has shape ",
-                          ctx.input(1).shape().DebugString()));
+    return KernelError(ctx,
+                       absl::StrCat("the gradient has shape ",
+                                    ctx.input(0).shape().DebugString(),
+                                    " but the activation's output has shape ",
+                                    ctx.input(1).shape().DebugString()));
   }
   return absl::OkStatus();
 }
@@ -411,8 +408,7 @@ absl::Status SoftmaxGradKernel(KernelContext& ctx) {
         const int64_t rows = y.NumElements() / cols;
         Eigen::Map<const EigenMatrix<T>> g(grad.flat<T>().data(), rows, cols);
         Eigen::Map<const EigenMatrix<T>> p(y.flat<T>().data(), rows, cols);
-        Eigen::Map<EigenMatrix<T>> dx(out.mutable_flat<T>().data(), rows,
-                                      cols);
+        Eigen::Map<EigenMatrix<T>> dx(out.mutable_flat<T>().data(), rows, cols);
         for (int64_t r = 0; r < rows; ++r) {
           const T dot = g.row(r).dot(p.row(r));
           dx.row(r) = ((g.row(r).array() - dot) * p.row(r).array()).matrix();
@@ -501,7 +497,8 @@ Output MaxGrad(Graph& g, Output grad, Output x, Output y,
 
 std::vector<Output> MaximumGrad(Graph& g, Output grad, Output x, Output y,
                                 std::string name) {
-  Node* node = g.AddNode({"MaximumGrad", std::move(name), {grad, x, y}, {}, {}});
+  Node* node =
+      g.AddNode({"MaximumGrad", std::move(name), {grad, x, y}, {}, {}});
   return {Output(node, 0), Output(node, 1)};
 }
 

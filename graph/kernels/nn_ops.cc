@@ -38,10 +38,9 @@ absl::Status SparseSoftmaxCrossEntropyShape(InferenceContext& c) {
                      logits.DebugString()));
   }
   if (labels.dims() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("labels ('", c.input(1).name(),
-                     "') must be a [batch] vector, got shape ",
-                     labels.DebugString()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "labels ('", c.input(1).name(),
+        "') must be a [batch] vector, got shape ", labels.DebugString()));
   }
   int64_t batch = logits.dim_size(0);
   if (batch == kUnknownDim) {
@@ -64,10 +63,9 @@ absl::Status CheckLabels(const KernelContext& ctx, absl::Span<const L> labels,
   for (size_t i = 0; i < labels.size(); ++i) {
     if (labels[i] < 0 || labels[i] >= classes) {
       return KernelError(
-          ctx, absl::StrCat("Received a label value of ", labels[i],
-                            " for example ", i,
-                            ", which is outside the valid range of [0, ",
-                            classes, ")"));
+          ctx, absl::StrCat(
+                   "Received a label value of ", labels[i], " for example ", i,
+                   ", which is outside the valid range of [0, ", classes, ")"));
     }
   }
   return absl::OkStatus();
@@ -89,8 +87,8 @@ absl::Status SparseSoftmaxCrossEntropyKernel(KernelContext& ctx) {
   // Checked before any arithmetic: with no classes every label is invalid,
   // so the rows below are never empty.
   std::vector<int64_t> label_values(batch);
-  COSESSION_RETURN_IF_ERROR(VisitDType(
-      labels.dtype(), [&]<typename L>() -> absl::Status {
+  COSESSION_RETURN_IF_ERROR(
+      VisitDType(labels.dtype(), [&]<typename L>() -> absl::Status {
         if constexpr (!std::is_integral_v<L> || std::is_same_v<L, bool>) {
           return KernelError(ctx, "labels must be int32 or int64");
         } else {
@@ -102,8 +100,7 @@ absl::Status SparseSoftmaxCrossEntropyKernel(KernelContext& ctx) {
       }));
   return VisitDType(logits.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (!std::is_floating_point_v<T>) {
-      return KernelError(ctx, absl::StrCat("dtype ",
-                                           DTypeName(logits.dtype()),
+      return KernelError(ctx, absl::StrCat("dtype ", DTypeName(logits.dtype()),
                                            " is not supported"));
     } else {
       Tensor loss = Tensor::Allocate(logits.dtype(), TensorShape{batch});
