@@ -29,7 +29,9 @@
 // has the wrong count, dtype or shape, or when an op on a path from an x to a
 // y has no gradient function (the message names the op and its type); and
 // whatever building an op fails with (FailedPrecondition for a finalized
-// graph). The ops added before an error stay in the graph, unused.
+// graph); Internal when a gradient function returns a gradient of the wrong
+// count, dtype or shape (naming the op). The ops added before an error stay
+// in the graph, unused.
 //
 // Thread safety: like every graph builder, single-threaded per graph; the
 // gradient functions must be registered before (OpRegistry::Global() does).
