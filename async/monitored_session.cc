@@ -6,6 +6,7 @@
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/error.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
@@ -100,7 +101,13 @@ asio::awaitable<absl::Status> AwaitTogether(size_t n, MakeCall make_call,
             signals[i].slot(), [&finished, &statuses, i, phase](
                                    std::exception_ptr e, absl::Status s) {
               statuses[i] = e ? FromException(e, phase) : std::move(s);
-              finished.try_send(boost::system::error_code(), i);
+              // Boost 1.81: once a receive on a buffered channel was
+              // cancelled, try_send fails (the channel wrongly blocks) until
+              // the next receive starts; a queued send survives that.
+              if (!finished.try_send(boost::system::error_code(), i)) {
+                finished.async_send(boost::system::error_code(), i,
+                                    asio::detached);
+              }
             }));
   }
   bool cancelled_all = false;
@@ -112,7 +119,12 @@ asio::awaitable<absl::Status> AwaitTogether(size_t n, MakeCall make_call,
     }
   };
   absl::Status first;
+  auto state = co_await asio::this_coro::cancellation_state;
   for (size_t got = 0; got < n;) {
+    // A cancellation that struck between two receives (after one call's
+    // result was sent, before this coroutine resumed) found no wait to
+    // cancel: only the state remembers it (ASYNC_NOTES pitfall 2).
+    if (state.cancelled() != asio::cancellation_type::none) cancel_all();
     auto [ec, i] =
         co_await finished.async_receive(asio::as_tuple(asio::use_awaitable));
     if (ec) {  // the step itself was cancelled: cancel the calls, keep waiting

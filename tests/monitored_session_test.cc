@@ -94,6 +94,8 @@ class RecordingHook : public SessionRunHook {
   // BeforeRun and AfterRun each yield to the executor this many times.
   int yields = 0;
   std::function<void(Graph&)> on_begin;
+  // Called at the start of BeforeRun, before any wait.
+  std::function<void()> on_before_run;
 
   // Observations.
   std::vector<SessionRunValues> values_seen;
@@ -112,6 +114,7 @@ class RecordingHook : public SessionRunHook {
   asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext& context) override {
     Record("BeforeRun");
+    if (on_before_run) on_before_run();
     if (wait_in_before_run != nullptr) {
       co_await wait_in_before_run->async_receive(asio::use_awaitable);
     }
@@ -577,6 +580,35 @@ CO_TEST(MonitoredSession, CancellingTheCallerStopsAHookWaitAndRequestsStop) {
   log->clear();
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(*log, (Log{"waiter.End"}));  // a clean stop: End runs
+}
+
+// The caller's cancellation lands after one concurrent hook finished and
+// before the step took that hook's result: the step must still cancel the
+// hook that waits. Here the second hook emits the caller's cancellation and
+// returns at once, so the cancellation reaches the step between its two
+// waits for a hook's result, with no wait in progress to cancel.
+CO_TEST(MonitoredSession, ACancellationBetweenTwoHookResultsStillEndsTheStep) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto waiter = Hook("waiter", log);
+  testing::TokenChannel never(co_await asio::this_coro::executor, 1);
+  waiter->wait_in_before_run = &never;
+  auto canceller = Hook("canceller", log);
+  asio::cancellation_signal caller;
+  canceller->on_before_run = [&caller] {
+    caller.emit(asio::cancellation_type::terminal);
+  };
+  auto ms = co_await CreateOrFail(graph.g, HookList(waiter, canceller),
+                                  TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(
+      graph.Double(1),
+      asio::bind_cancellation_slot(caller.slot(), asio::use_awaitable));
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kCancelled)
+      << values.status();
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "cancelled");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
 // A coordinated task that does not let a stop cancel its wait.
