@@ -30,6 +30,7 @@ OpRegistry& OpRegistry::Global() {
     auto* r = new OpRegistry;  // never destroyed: kernels may run at exit
     RegisterCoreOps(*r);
     RegisterMathOps(*r);
+    RegisterMatMulOp(*r);
     RegisterArrayOps(*r);
     RegisterRandomOps(*r);
     RegisterTrainingOps(*r);

@@ -128,6 +128,7 @@ class OpRegistry {
 // Registration entry points of the kernel files (graph/kernels/).
 void RegisterCoreOps(OpRegistry& registry);
 void RegisterMathOps(OpRegistry& registry);
+void RegisterMatMulOp(OpRegistry& registry);
 void RegisterArrayOps(OpRegistry& registry);
 void RegisterRandomOps(OpRegistry& registry);
 void RegisterTrainingOps(OpRegistry& registry);

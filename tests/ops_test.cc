@@ -391,6 +391,56 @@ TEST(OpsMatMul, TransposesBothOperands) {
   EXPECT_TRUE(HasValues<float>(EvalOk(g, y), {2, 2}, {58, 64, 139, 154}));
 }
 
+// The kernel splits the product into bands of rows (m >= 128) or of
+// columns (otherwise); with every piece worth splitting, each band of each
+// transpose combination must match a naive product.
+TEST(OpsMatMul, BandsOfRowsAndOfColumnsMatchANaiveProductForEveryTranspose) {
+  Runtime runtime({.num_threads = 3, .min_parallel_piece_cost = 1});
+  struct Case {
+    int64_t m, k, n;
+  };
+  for (Case c : {Case{160, 7, 5}, Case{9, 6, 40}}) {
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(
+            absl::StrCat(c.m, "x", c.k, "x", c.n, " ta=", ta, " tb=", tb));
+        // Small integers: every product and sum is exact in double.
+        auto a = [&](int64_t i, int64_t p) { return double((i * 7 + p) % 11); };
+        auto b = [&](int64_t p, int64_t j) { return double((p * 5 + j) % 13); };
+        std::vector<double> av(c.m * c.k), bv(c.k * c.n);
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t p = 0; p < c.k; ++p) {
+            av[ta ? p * c.m + i : i * c.k + p] = a(i, p);
+          }
+        }
+        for (int64_t p = 0; p < c.k; ++p) {
+          for (int64_t j = 0; j < c.n; ++j) {
+            bv[tb ? j * c.k + p : p * c.n + j] = b(p, j);
+          }
+        }
+        std::vector<double> want(c.m * c.n, 0.0);
+        for (int64_t i = 0; i < c.m; ++i) {
+          for (int64_t j = 0; j < c.n; ++j) {
+            for (int64_t p = 0; p < c.k; ++p)
+              want[i * c.n + j] += a(i, p) * b(p, j);
+          }
+        }
+        Graph g;
+        TensorShape a_shape =
+            ta ? TensorShape{c.k, c.m} : TensorShape{c.m, c.k};
+        TensorShape b_shape =
+            tb ? TensorShape{c.n, c.k} : TensorShape{c.k, c.n};
+        Output y = ops::MatMul(g, ConstOf<double>(g, av, a_shape),
+                               ConstOf<double>(g, bv, b_shape), ta, tb);
+        Session session(g, runtime);
+        auto got = session.RunBlocking({.fetches = {y}});
+        ASSERT_TRUE(got.ok()) << got.status();
+        EXPECT_TRUE(HasValues<double>((*got)[0], {c.m, c.n}, want));
+      }
+    }
+  }
+}
+
 TEST(OpsMatMul, MultipliesInt32Matrices) {
   Graph g;
   Output y = ops::MatMul(g, ConstOf<int32_t>(g, {1, 2, 3, 4}, {2, 2}),

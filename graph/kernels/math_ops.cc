@@ -1,6 +1,6 @@
 // Math ops: elementwise arithmetic with broadcasting, unary functions,
-// AddN, MatMul, reductions, activations, Cast, comparisons and numeric
-// checks.
+// AddN, reductions, activations, Cast, comparisons and numeric checks.
+// MatMul's kernel is in matmul_op.cc (its builder, ops::MatMul, is here).
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -320,116 +320,6 @@ absl::Status AddNKernel(KernelContext& ctx) {
                           slice += FlatMap<T>(ctx.input(i)).segment(begin, len);
                         }
                       });
-      ctx.set_output(0, std::move(out));
-      return absl::OkStatus();
-    }
-  });
-}
-
-// ---- MatMul ----
-
-absl::Status MatMulShape(InferenceContext& c) {
-  COSESSION_RETURN_IF_ERROR(c.ExpectInputs(2, 2));
-  COSESSION_RETURN_IF_ERROR(c.ExpectSameDType());
-  COSESSION_RETURN_IF_ERROR(ExpectDType(c, 0, kNumericDTypes));
-  COSESSION_ASSIGN_OR_RETURN(bool transpose_a, c.attr<bool>("transpose_a"));
-  COSESSION_ASSIGN_OR_RETURN(bool transpose_b, c.attr<bool>("transpose_b"));
-  TensorShape a = c.input_shape(0);
-  TensorShape b = c.input_shape(1);
-  for (int i = 0; i < 2; ++i) {
-    TensorShape& s = i == 0 ? a : b;
-    if (s.unknown_rank()) s = TensorShape{kUnknownDim, kUnknownDim};
-    if (s.dims() != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", i, " ('", c.input(i).name(),
-                       "') must be a matrix, got shape ", s.DebugString()));
-    }
-  }
-  const int64_t m = a.dim_size(transpose_a ? 1 : 0);
-  const int64_t k_a = a.dim_size(transpose_a ? 0 : 1);
-  const int64_t k_b = b.dim_size(transpose_b ? 1 : 0);
-  const int64_t n = b.dim_size(transpose_b ? 0 : 1);
-  if (k_a != kUnknownDim && k_b != kUnknownDim && k_a != k_b) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "inner dimensions differ: ", c.input_shape(0).DebugString(),
-        transpose_a ? " (transposed)" : "", " x ",
-        c.input_shape(1).DebugString(), transpose_b ? " (transposed)" : "",
-        " (", k_a, " vs. ", k_b, ")"));
-  }
-  c.AddOutput(c.input_dtype(0), TensorShape{m, n});
-  return absl::OkStatus();
-}
-
-int64_t MatMulCost(const KernelContext& ctx) {
-  const TensorShape& a = ctx.input(0).shape();
-  const TensorShape& b = ctx.input(1).shape();
-  if (a.dims() != 2 || b.dims() != 2) return 0;
-  // m * k * n = (elements of a) * (columns of the product).
-  const bool transpose_b = ctx.node().attr<bool>("transpose_b");
-  return a.num_elements() * b.dim_size(transpose_b ? 0 : 1);
-}
-
-absl::Status MatMulKernel(KernelContext& ctx) {
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
-  const bool transpose_a = ctx.node().attr<bool>("transpose_a");
-  const bool transpose_b = ctx.node().attr<bool>("transpose_b");
-  if (a.shape().dims() != 2 || b.shape().dims() != 2) {
-    return KernelError(ctx, absl::StrCat("MatMul needs matrices, got ",
-                                         a.shape().DebugString(), " and ",
-                                         b.shape().DebugString()));
-  }
-  const int64_t m = a.shape().dim_size(transpose_a ? 1 : 0);
-  const int64_t k_a = a.shape().dim_size(transpose_a ? 0 : 1);
-  const int64_t k_b = b.shape().dim_size(transpose_b ? 1 : 0);
-  const int64_t n = b.shape().dim_size(transpose_b ? 0 : 1);
-  if (k_a != k_b) {
-    return KernelError(
-        ctx, absl::StrCat("inner dimensions differ: ", a.shape().DebugString(),
-                          " x ", b.shape().DebugString()));
-  }
-  return VisitDType(a.dtype(), [&]<typename T>() -> absl::Status {
-    if constexpr (!kIsNumeric<T>) {
-      return UnsupportedDType(ctx, a.dtype());
-    } else {
-      Tensor out = Tensor::Allocate(a.dtype(), TensorShape{m, n});
-      auto z = MutableMatrixMap<T>(out);
-      auto x = MatrixMap<T>(a);
-      auto y = MatrixMap<T>(b);
-      // Intra-op parallelism over bands of the output: rows when there are
-      // enough of them, else columns -- Eigen's AVX-512 kernel works on
-      // panels of 48 rows, so halving 64 rows wastes it (measured: 11%
-      // slower), while halving 128 columns costs nothing.
-      auto product = [&](auto&& lhs, auto&& rhs, auto&& dest) {
-        if (!transpose_a && !transpose_b) {
-          dest.noalias() = lhs * rhs;
-        } else if (transpose_a && !transpose_b) {
-          dest.noalias() = lhs.transpose() * rhs;
-        } else if (!transpose_a && transpose_b) {
-          dest.noalias() = lhs * rhs.transpose();
-        } else {
-          dest.noalias() = lhs.transpose() * rhs.transpose();
-        }
-      };
-      if (m >= 128 || n < 32) {
-        ctx.ParallelFor(m, k_a * n, [&](int64_t begin, int64_t end) {
-          const int64_t rows = end - begin;
-          if (transpose_a) {
-            product(x.middleCols(begin, rows), y, z.middleRows(begin, rows));
-          } else {
-            product(x.middleRows(begin, rows), y, z.middleRows(begin, rows));
-          }
-        });
-      } else {
-        ctx.ParallelFor(n, k_a * m, [&](int64_t begin, int64_t end) {
-          const int64_t cols = end - begin;
-          if (transpose_b) {
-            product(x, y.middleRows(begin, cols), z.middleCols(begin, cols));
-          } else {
-            product(x, y.middleCols(begin, cols), z.middleCols(begin, cols));
-          }
-        });
-      }
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
     }
@@ -823,7 +713,6 @@ void RegisterMathOps(OpRegistry& r) {
 
   must(r.Register(
       SyncOpDef("AddN", AddNShape, AddNKernel, kernels::AllInputElementsCost)));
-  must(r.Register(SyncOpDef("MatMul", MatMulShape, MatMulKernel, MatMulCost)));
 
   must(r.Register(SyncOpDef("Sum", ReductionShape, ReductionKernel<SumReducer>,
                             FirstInputElementsCost)));
