@@ -19,6 +19,7 @@
 #include <exception>
 #include <mutex>
 #include <typeinfo>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,26 @@ asio::awaitable<absl::Status> SessionRunHook::End(Session&) {
   co_return absl::OkStatus();
 }
 void SessionRunHook::OnError(const absl::Status&) {}
+
+absl::Status SyncSessionRunHook::BeforeRunSync(SessionRunContext&,
+                                               SessionRunArgs&) {
+  return absl::OkStatus();
+}
+absl::Status SyncSessionRunHook::AfterRunSync(SessionRunContext&,
+                                              const SessionRunValues&) {
+  return absl::OkStatus();
+}
+asio::awaitable<absl::StatusOr<SessionRunArgs>> SyncSessionRunHook::BeforeRun(
+    SessionRunContext& context) {
+  SessionRunArgs args;
+  absl::Status s = BeforeRunSync(context, args);
+  if (!s.ok()) co_return s;
+  co_return args;
+}
+asio::awaitable<absl::Status> SyncSessionRunHook::AfterRun(
+    SessionRunContext& context, const SessionRunValues& values) {
+  co_return AfterRunSync(context, values);
+}
 std::string SessionRunHook::name() const {
   const char* mangled = typeid(*this).name();
   int status = 0;
@@ -285,6 +306,9 @@ struct MonitoredSession::Impl {
   bool inline_ok[2] = {false, false};
   // Per RunMode: its hooks are started together (RunHooksTogether).
   bool together_in[2] = {false, false};
+  // Per RunMode, parallel to ActiveHooks(mode): the hook as a
+  // SyncSessionRunHook, called without a coroutine frame, or null.
+  std::vector<SyncSessionRunHook*> sync_hooks[2];
   std::shared_ptr<SessionCreator> creator;
   MonitoredSessionOptions options;
   Runtime* runtime = nullptr;
@@ -613,14 +637,27 @@ struct MonitoredSession::Impl {
           co_await BeforeRunTogether(hooks, context, hook_args, stop_requester);
       if (!s.ok()) co_return s;
     }
+    const std::vector<SyncSessionRunHook*>& sync =
+        sync_hooks[static_cast<int>(mode)];
+    // A sync hook writes what it asks for here; moved out when not empty.
+    SessionRunArgs asked;
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
       try {
-        absl::StatusOr<SessionRunArgs> r =
-            co_await hooks[h]->BeforeRun(context);
-        if (!r.ok()) co_return r.status();
-        if (!AsksForNothing(*r)) {
-          hook_args.resize(hooks.size());
-          hook_args[h] = *std::move(r);
+        if (sync[h] != nullptr) {
+          absl::Status s = sync[h]->BeforeRunSync(context, asked);
+          if (!s.ok()) co_return s;
+          if (!AsksForNothing(asked)) {
+            hook_args.resize(hooks.size());
+            hook_args[h] = std::exchange(asked, SessionRunArgs{});
+          }
+        } else {
+          absl::StatusOr<SessionRunArgs> r =
+              co_await hooks[h]->BeforeRun(context);
+          if (!r.ok()) co_return r.status();
+          if (!AsksForNothing(*r)) {
+            hook_args.resize(hooks.size());
+            hook_args[h] = *std::move(r);
+          }
         }
       } catch (...) {
         co_return FromException(std::current_exception(), "BeforeRun");
@@ -644,12 +681,24 @@ struct MonitoredSession::Impl {
     // (Named, not a conditional inside the co_await: g++ 12 mishandles
     // temporaries there.)
     const RunArgs& run_args = merge ? merged->args : args;
+    // RunGraph's body, written out: its coroutine frame would cost about
+    // as much as the session adds per step for ten sync hooks.
     absl::StatusOr<RunOutputs> outputs;
+    asio::cancellation_slot caller;
     try {
-      outputs = co_await RunGraph(run_args, inline_step);
+      if (inline_step == nullptr) {
+        outputs = co_await session->RunBorrowed(run_args, asio::use_awaitable);
+      } else {
+        caller = (co_await asio::this_coro::cancellation_state).slot();
+        BridgeCancellation(caller, inline_step);
+        outputs = co_await session->RunBorrowed(
+            run_args, asio::bind_cancellation_slot(inline_step->signal.slot(),
+                                                   asio::use_awaitable));
+      }
     } catch (...) {
       outputs = FromException(std::current_exception(), "the graph run");
     }
+    if (caller.is_connected()) caller.clear();
     if (!outputs.ok()) co_return std::move(outputs).status();
     common.run_metadata = std::move(outputs->metadata);
     // Per hook, only when some hook fetched something or they run together.
@@ -680,8 +729,12 @@ struct MonitoredSession::Impl {
     for (size_t h = 0; h < hooks.size() && !together; ++h) {
       absl::Status s;
       try {
-        s = co_await hooks[h]->AfterRun(context,
-                                        values.empty() ? common : *values[h]);
+        const SessionRunValues& mine = values.empty() ? common : *values[h];
+        if (sync[h] != nullptr) {
+          s = sync[h]->AfterRunSync(context, mine);
+        } else {
+          s = co_await hooks[h]->AfterRun(context, mine);
+        }
       } catch (...) {
         s = FromException(std::current_exception(), "AfterRun");
       }
@@ -866,6 +919,10 @@ MonitoredSession::CreateCoroutine(Graph* graph, Hooks hooks,
         std::none_of(active.begin(), active.end(),
                      [](const auto& hook) { return hook->MaySuspend(); });
     impl->together_in[static_cast<int>(mode)] = impl->RunHooksTogether(active);
+    for (const auto& hook : active) {
+      impl->sync_hooks[static_cast<int>(mode)].push_back(
+          dynamic_cast<SyncSessionRunHook*>(hook.get()));
+    }
   }
   impl->runtime =
       impl->options.runtime ? impl->options.runtime : &Runtime::Default();

@@ -145,6 +145,31 @@ class SessionRunHook {
   virtual std::string name() const;
 };
 
+// A hook whose per-step methods never suspend, written as plain functions:
+// MonitoredSession calls BeforeRunSync/AfterRunSync directly, without the
+// coroutine frame and the StatusOr<SessionRunArgs> an awaitable call costs
+// (measured: ~5 ns against ~40 ns a call; BM_Step_SyncHooks). Most
+// TensorFlow hooks are of this kind. The awaitable BeforeRun/AfterRun are
+// final and call the sync forms, so code that awaits a hook sees no
+// difference; MaySuspend() is false. Begin, AfterCreateSession, End and
+// OnError are SessionRunHook's.
+class SyncSessionRunHook : public SessionRunHook {
+ public:
+  // Before each step: add to `args` (empty on entry) what this hook wants
+  // run with the step. An error fails the step as BeforeRun's would.
+  virtual absl::Status BeforeRunSync(SessionRunContext& context,
+                                     SessionRunArgs& args);
+  // After each successful step.
+  virtual absl::Status AfterRunSync(SessionRunContext& context,
+                                    const SessionRunValues& values);
+
+  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext& context) final;
+  boost::asio::awaitable<absl::Status> AfterRun(
+      SessionRunContext& context, const SessionRunValues& values) final;
+  bool MaySuspend() const final { return false; }
+};
+
 }  // namespace cosession
 
 #endif  // COSESSION_ASYNC_SESSION_RUN_HOOK_H_

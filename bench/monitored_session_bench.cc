@@ -21,8 +21,24 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Four methods that complete without suspending.
-class SyncHook : public SessionRunHook {
+// Four methods that complete without suspending (Begin, AfterCreateSession
+// and End are SessionRunHook's no-ops), written as a SyncSessionRunHook.
+class SyncHook : public SyncSessionRunHook {
+ public:
+  absl::Status BeforeRunSync(SessionRunContext&, SessionRunArgs&) override {
+    ++calls;
+    return absl::OkStatus();
+  }
+  absl::Status AfterRunSync(SessionRunContext&,
+                            const SessionRunValues&) override {
+    ++calls;
+    return absl::OkStatus();
+  }
+  int64_t calls = 0;
+};
+
+// The same four methods as coroutines that never suspend.
+class CoroutineHook : public SessionRunHook {
  public:
   asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext&) override {
@@ -39,7 +55,7 @@ class SyncHook : public SessionRunHook {
 };
 
 // BeforeRun suspends once: a post to its executor.
-class AsyncHook : public SyncHook {
+class AsyncHook : public CoroutineHook {
  public:
   asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext&) override {
@@ -100,7 +116,14 @@ BENCHMARK(BM_Step_NoHooks)->UseRealTime();
 void BM_Step_SyncHooks(benchmark::State& state) {
   RunCoroutine(StepLoop(state, MakeHooks<SyncHook>(state.range(0))));
 }
-BENCHMARK(BM_Step_SyncHooks)->Arg(10)->UseRealTime();
+BENCHMARK(BM_Step_SyncHooks)->Arg(1)->Arg(10)->UseRealTime();
+
+// The hooks as coroutines that complete without suspending: what a hook
+// costs when it does not use SyncSessionRunHook.
+void BM_Step_CoroutineHooks(benchmark::State& state) {
+  RunCoroutine(StepLoop(state, MakeHooks<CoroutineHook>(state.range(0))));
+}
+BENCHMARK(BM_Step_CoroutineHooks)->Arg(10)->UseRealTime();
 
 void BM_Step_AsyncHooks(benchmark::State& state) {
   RunCoroutine(StepLoop(state, MakeHooks<AsyncHook>(state.range(0))));
@@ -132,9 +155,42 @@ void BM_Step_DefaultHooks(benchmark::State& state) {
 }
 BENCHMARK(BM_Step_DefaultHooks)->UseRealTime();
 
-// The same ten BeforeRun/AfterRun calls, made by hand in a coroutine loop.
-asio::awaitable<void> HookCallLoop(benchmark::State& state,
-                                   MonitoredSession::Hooks hooks) {
+// The same ten BeforeRunSync/AfterRunSync calls as BM_Step_SyncHooks,
+// made by hand in a coroutine loop.
+asio::awaitable<void> HookCallLoop(
+    benchmark::State& state, std::vector<std::shared_ptr<SyncHook>> hooks) {
+  Graph g;
+  Session session(g);
+  RunArgs args;
+  SessionRunContext context(args, session);
+  SessionRunValues values;
+  for (auto _ : state) {
+    for (auto& hook : hooks) {
+      SessionRunArgs asked;
+      absl::Status s = hook->BeforeRunSync(context, asked);
+      benchmark::DoNotOptimize(s);
+      benchmark::DoNotOptimize(asked);
+    }
+    for (auto& hook : hooks) {
+      absl::Status s = hook->AfterRunSync(context, values);
+      benchmark::DoNotOptimize(s);
+    }
+  }
+  co_return;
+}
+
+void BM_Baseline_HookCalls(benchmark::State& state) {
+  std::vector<std::shared_ptr<SyncHook>> hooks;
+  for (int i = 0; i < state.range(0); ++i) {
+    hooks.push_back(std::make_shared<SyncHook>());
+  }
+  RunCoroutine(HookCallLoop(state, std::move(hooks)));
+}
+BENCHMARK(BM_Baseline_HookCalls)->Arg(10)->UseRealTime();
+
+// The ten calls of BM_Step_CoroutineHooks, awaited by hand.
+asio::awaitable<void> CoroutineHookCallLoop(benchmark::State& state,
+                                            MonitoredSession::Hooks hooks) {
   Graph g;
   Session session(g);
   RunArgs args;
@@ -152,10 +208,11 @@ asio::awaitable<void> HookCallLoop(benchmark::State& state,
   }
 }
 
-void BM_Baseline_HookCalls(benchmark::State& state) {
-  RunCoroutine(HookCallLoop(state, MakeHooks<SyncHook>(state.range(0))));
+void BM_Baseline_CoroutineHookCalls(benchmark::State& state) {
+  RunCoroutine(
+      CoroutineHookCallLoop(state, MakeHooks<CoroutineHook>(state.range(0))));
 }
-BENCHMARK(BM_Baseline_HookCalls)->Arg(10)->UseRealTime();
+BENCHMARK(BM_Baseline_CoroutineHookCalls)->Arg(10)->UseRealTime();
 
 }  // namespace
 }  // namespace cosession

@@ -1221,5 +1221,164 @@ CO_TEST(MonitoredSessionInline, StopReasonNamesTheHookThatAskedForStop) {
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
+// ---- SyncSessionRunHook: per-step methods called as plain functions
+
+// Records "<name>.BeforeRunSync" / "<name>.AfterRunSync" and does what the
+// test configures.
+class RecordingSyncHook : public SyncSessionRunHook {
+ public:
+  RecordingSyncHook(std::string name, std::shared_ptr<Log> log)
+      : name_(std::move(name)), log_(std::move(log)) {}
+
+  RunArgs asks_for;
+  absl::Status before_run_error;
+  bool request_stop_in_after_run = false;
+  std::vector<SessionRunValues> values_seen;
+  std::vector<absl::Status> errors_seen;
+
+  absl::Status BeforeRunSync(SessionRunContext&,
+                             SessionRunArgs& args) override {
+    log_->push_back(name_ + ".BeforeRunSync");
+    EXPECT_TRUE(args.fetches.empty() && args.targets.empty() &&
+                args.feeds.empty())
+        << "the args a sync hook fills must arrive empty";
+    if (!before_run_error.ok()) return before_run_error;
+    args = asks_for;
+    return absl::OkStatus();
+  }
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override {
+    log_->push_back(name_ + ".AfterRunSync");
+    values_seen.push_back(values);
+    if (request_stop_in_after_run) context.RequestStop();
+    return absl::OkStatus();
+  }
+  void OnError(const absl::Status& error) override {
+    errors_seen.push_back(error);
+  }
+  std::string name() const override { return name_; }
+
+ private:
+  std::string name_;
+  std::shared_ptr<Log> log_;
+};
+
+std::shared_ptr<RecordingSyncHook> Sync(const std::string& name,
+                                        std::shared_ptr<Log> log) {
+  return std::make_shared<RecordingSyncHook>(name, std::move(log));
+}
+
+// Sync hooks between awaited ones keep the order given, and each gets its
+// own fetches, in the inline path (no hook may suspend) and the spawned one.
+CO_TEST(SyncSessionRunHook, IsCalledInOrderWithItsOwnFetchesAmongOtherHooks) {
+  for (bool with_a_suspending_hook : {false, true}) {
+    SCOPED_TRACE(with_a_suspending_hook ? "spawned step" : "inline step");
+    CounterGraph graph;
+    auto log = std::make_shared<Log>();
+    auto first = Sync("first", log);
+    first->asks_for = {.fetches = {graph.counter},
+                       .targets = {Operation(graph.increment.node())}};
+    auto middle = Hook("middle", log);
+    middle->may_suspend = with_a_suspending_hook;
+    auto last = Sync("last", log);
+    auto ms = co_await CreateOrFail(graph.g, HookList(first, middle, last),
+                                    TestOptions());
+    CO_ASSERT_TRUE(ms != nullptr);
+    log->clear();
+    auto values = co_await ms->Run(graph.Double(2.0f), asio::use_awaitable);
+    CO_ASSERT_OK(values.status());
+    CO_ASSERT_TRUE(values->size() == 1);
+    EXPECT_EQ(values->at(0).scalar<float>(), 4.0f);
+    EXPECT_EQ(*log, (Log{"first.BeforeRunSync", "middle.BeforeRun",
+                         "last.BeforeRunSync", "first.AfterRunSync",
+                         "middle.AfterRun", "last.AfterRunSync"}));
+    CO_ASSERT_TRUE(first->values_seen.size() == 1);
+    CO_ASSERT_TRUE(first->values_seen[0].results.size() == 1);
+    // The fetch and the increment ran in one step: 0 or 1, never more.
+    EXPECT_LE(first->values_seen[0].results[0].scalar<int64_t>(), 1);
+    CO_ASSERT_TRUE(last->values_seen.size() == 1);
+    EXPECT_TRUE(last->values_seen[0].results.empty());
+    RunArgs read{.fetches = {graph.counter}};
+    auto counter = co_await ms->raw_session().Run(read, asio::use_awaitable);
+    CO_ASSERT_OK(counter.status());
+    EXPECT_EQ(counter->at(0).scalar<int64_t>(), 1);
+    CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  }
+}
+
+// With two suspending hooks the hooks are started together; a sync hook is
+// then called through its awaitable form, with the same result.
+CO_TEST(SyncSessionRunHook, GetsItsFetchesWhenTheHooksAreStartedTogether) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto a = Hook("a", log);
+  auto b = Hook("b", log);
+  auto sync = Sync("sync", log);
+  sync->asks_for = {.fetches = {graph.y}};
+  auto ms = co_await CreateOrFail(graph.g, HookList(a, sync, b), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Double(5.0f), asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  CO_ASSERT_TRUE(sync->values_seen.size() == 1);
+  CO_ASSERT_TRUE(sync->values_seen[0].results.size() == 1);
+  EXPECT_EQ(sync->values_seen[0].results[0].scalar<float>(), 10.0f);
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+CO_TEST(SyncSessionRunHook, AFailingBeforeRunSyncSkipsTheGraphAndAfterRun) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto bad = Sync("bad", log);
+  bad->before_run_error = absl::ResourceExhaustedError("no room");
+  auto ms = co_await CreateOrFail(graph.g, HookList(bad), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  auto values = co_await ms->Run(graph.Increment(), asio::use_awaitable);
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(bad->values_seen.empty());
+  CO_ASSERT_TRUE(bad->errors_seen.size() == 1);
+  EXPECT_EQ(bad->errors_seen[0].code(), absl::StatusCode::kResourceExhausted);
+  RunArgs read{.fetches = {graph.counter}};
+  auto counter = co_await ms->raw_session().Run(read, asio::use_awaitable);
+  CO_ASSERT_OK(counter.status());
+  EXPECT_EQ(counter->at(0).scalar<int64_t>(), 0);
+}
+
+CO_TEST(SyncSessionRunHook, RequestStopInAfterRunSyncStopsNamingTheHook) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto stopper = Sync("stopper", log);
+  stopper->request_stop_in_after_run = true;
+  auto ms = co_await CreateOrFail(graph.g, HookList(stopper), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(
+      (co_await ms->Run(graph.Double(1), asio::use_awaitable)).status());
+  EXPECT_TRUE(ms->ShouldStop());
+  EXPECT_EQ(ms->stop_reason(), "hook 'stopper' requested stop");
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+}
+
+// Code that awaits a hook (as the hooks' own tests do) sees the sync forms.
+CO_TEST(SyncSessionRunHook, ItsAwaitableFormsCallTheSyncOnes) {
+  CounterGraph graph;
+  auto log = std::make_shared<Log>();
+  auto hook = Sync("hook", log);
+  hook->asks_for = {.fetches = {graph.y}};
+  EXPECT_FALSE(hook->MaySuspend());
+  Session session(graph.g, TestRuntime());
+  RunArgs original;
+  SessionRunContext context(original, session);
+  SessionRunHook& base = *hook;
+  auto asked = co_await base.BeforeRun(context);
+  CO_ASSERT_OK(asked.status());
+  CO_ASSERT_TRUE(asked->fetches.size() == 1);
+  EXPECT_EQ(asked->fetches[0].name(), graph.y.name());
+  SessionRunValues values;
+  CO_ASSERT_OK(co_await base.AfterRun(context, values));
+  EXPECT_EQ(*log, (Log{"hook.BeforeRunSync", "hook.AfterRunSync"}));
+  hook->before_run_error = absl::InternalError("broken");
+  auto failed = co_await base.BeforeRun(context);
+  EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace cosession
