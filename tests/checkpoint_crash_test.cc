@@ -37,7 +37,7 @@
 
 extern char** environ;
 
-namespace cosession {
+namespace cosession::checkpoint_crash_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -266,4 +266,4 @@ TEST(CheckpointCrash, LatestCheckpointAlwaysLoadsAfterSigkillAtRandomInstants) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::checkpoint_crash_test

@@ -23,7 +23,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::checkpoint_saver_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -383,4 +383,4 @@ CO_TEST(CheckpointSaverHook, AFailedWriteIsTheErrorOfTheCallThatDeliversIt) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::checkpoint_saver_hook_test

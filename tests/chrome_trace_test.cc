@@ -11,7 +11,7 @@
 
 #include "tests/event_test_util.h"
 
-namespace cosession {
+namespace cosession::chrome_trace_test {
 namespace {
 
 using json = nlohmann::json;
@@ -112,4 +112,4 @@ TEST(ChromeTrace, WriteChromeTraceIntoAMissingDirectoryFailsNamingThePath) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::chrome_trace_test

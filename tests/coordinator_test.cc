@@ -23,7 +23,7 @@
 
 #include "tests/co_test.h"
 
-namespace cosession {
+namespace cosession::coordinator_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -596,4 +596,4 @@ CO_TEST(CoordinatorLoop, StopCancelsTheWaitBetweenCalls) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::coordinator_test

@@ -4,7 +4,7 @@
 
 #include <string>
 
-namespace cosession {
+namespace cosession::crc32c_test {
 namespace {
 
 TEST(Crc32c, MatchesTheCastagnoliCheckValue) {
@@ -25,4 +25,4 @@ TEST(Crc32c, MaskRoundTripsAndChangesTheValue) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::crc32c_test

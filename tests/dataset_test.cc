@@ -35,7 +35,7 @@
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::dataset_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -859,4 +859,4 @@ CO_TEST(DatasetHook, CoordinatorStopWhileAStepWaitsForDataEndsTheStepPromptly) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::dataset_test

@@ -11,7 +11,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::early_stopping_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -195,4 +195,4 @@ CO_TEST(EarlyStoppingHook, AMetricWithSeveralValuesFailsTheStepNamingIt) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::early_stopping_hook_test

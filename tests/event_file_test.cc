@@ -21,7 +21,7 @@
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 
-namespace cosession {
+namespace cosession::event_file_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -374,4 +374,4 @@ TEST(RecordReader, AReadErrorRepeatsAtTheSameRecord) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::event_file_test

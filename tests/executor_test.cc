@@ -15,7 +15,7 @@
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::executor_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -295,4 +295,4 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::executor_test

@@ -10,7 +10,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::feed_fn_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -110,4 +110,4 @@ CO_TEST(FeedFnHook, AThrowingFunctionFailsTheStepWithInternal) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::feed_fn_hook_test

@@ -9,7 +9,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::final_ops_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -90,4 +90,4 @@ CO_TEST(FinalOpsHook, AFailingFinalRunIsEndsErrorAndLeavesNoValues) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::final_ops_hook_test

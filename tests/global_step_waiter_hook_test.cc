@@ -15,7 +15,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::global_step_waiter_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -203,4 +203,4 @@ CO_TEST(GlobalStepWaiterHook, AStopRequestEndsTheWaitWithCancelled) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::global_step_waiter_hook_test

@@ -34,7 +34,7 @@
 #include "graph/tensor.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::gradients_test {
 namespace {
 
 using ::cosession::testing::StatusThrownBy;
@@ -998,4 +998,4 @@ TEST(GradientOps, ReductionGradientsCostTheElementsTheyWrite) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::gradients_test

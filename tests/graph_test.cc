@@ -17,7 +17,7 @@
 #include "graph/tensor.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::graph_test {
 namespace {
 
 using ::cosession::testing::StatusThrownBy;
@@ -646,4 +646,4 @@ TEST(Graph, SetSeedIsReturnedBySeed) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::graph_test

@@ -10,7 +10,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::logging_tensor_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -254,4 +254,4 @@ CO_TEST(LoggingTensorHook, TheDefaultLineListsTagsInTheOrderGiven) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::logging_tensor_hook_test

@@ -61,7 +61,7 @@
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::monitored_session_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -1381,4 +1381,4 @@ CO_TEST(SyncSessionRunHook, ItsAwaitableFormsCallTheSyncOnes) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::monitored_session_test

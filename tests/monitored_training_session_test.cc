@@ -21,7 +21,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::monitored_training_session_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -202,4 +202,4 @@ CO_TEST(MonitoredTrainingSession, StopsAtMaxStepsAndResumesFromItsCheckpoint) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::monitored_training_session_test

@@ -11,7 +11,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::nan_tensor_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -131,4 +131,4 @@ CO_TEST(NanTensorHook, AfterANaNFailureCloseSkipsEnd) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::nan_tensor_hook_test

@@ -27,7 +27,7 @@
 #include "graph/tensor.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::ops_test {
 namespace {
 
 using ::cosession::testing::StatusThrownBy;
@@ -1087,4 +1087,4 @@ TEST(OpsCost, BroadcastingOpsCostTheirOutputElements) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::ops_test

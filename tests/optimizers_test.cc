@@ -21,7 +21,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::optimizers_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -337,4 +337,4 @@ CO_TEST(Optimizers, UpdatingAnUninitializedVariableNamesIt) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::optimizers_test

@@ -13,7 +13,7 @@
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 
-namespace cosession {
+namespace cosession::profiler_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -159,4 +159,4 @@ CO_TEST(ProfilerHook, BeginWithoutAGlobalStepFailsCreate) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::profiler_hook_test

@@ -13,7 +13,7 @@
 #include "tests/hook_test_util.h"
 #include "tests/test_ops.h"
 
-namespace cosession {
+namespace cosession::progress_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -199,4 +199,4 @@ CO_TEST(ProgressHook, MetricsAreFetchedOnlyInStepsThatDraw) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::progress_hook_test

@@ -19,7 +19,7 @@
 
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::runtime_test {
 namespace {
 
 using testing::Latch;
@@ -126,4 +126,4 @@ TEST(RuntimeParallelFor, ABusyPoolMakesTheLoopSerialNotStuck) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::runtime_test

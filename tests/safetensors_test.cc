@@ -16,7 +16,7 @@
 #include "hooks/crc32c.h"
 #include "tests/independent_safetensors_reader.h"
 
-namespace cosession {
+namespace cosession::safetensors_test {
 namespace {
 
 using testing::BytesOf;
@@ -386,4 +386,4 @@ TEST(Safetensors, ReadingAMissingFileIsNotFound) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::safetensors_test

@@ -27,7 +27,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::saver_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -581,4 +581,4 @@ CO_TEST(Saver, MakeRestoreFunctionIsFalseWithoutACheckpointAndTrueWithOne) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::saver_test

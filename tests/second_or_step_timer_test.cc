@@ -4,7 +4,7 @@
 
 #include "hooks/clock.h"
 
-namespace cosession {
+namespace cosession::second_or_step_timer_test {
 namespace {
 
 TEST(SecondOrStepTimer, RejectsNeitherOrBothPeriods) {
@@ -73,4 +73,4 @@ TEST(SecondOrStepTimer, ResetMakesTheNextStepTrigger) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::second_or_step_timer_test

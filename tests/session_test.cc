@@ -21,7 +21,7 @@
 #include "tests/co_test.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::session_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -362,4 +362,4 @@ TEST(Session, TheSamePlanServesRepeatedRunsWithNewFeeds) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::session_test

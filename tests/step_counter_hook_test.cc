@@ -10,7 +10,7 @@
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 
-namespace cosession {
+namespace cosession::step_counter_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -197,4 +197,4 @@ CO_TEST(StepCounterHook, OutputDirWritesThroughTheCachedWriterAndEndFlushes) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::step_counter_hook_test

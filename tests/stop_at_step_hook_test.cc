@@ -12,7 +12,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 
-namespace cosession {
+namespace cosession::stop_at_step_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -248,4 +248,4 @@ CO_TEST(StopAtStepHook, RecoveryKeepsTheLastStepComputedAtFirstCreation) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::stop_at_step_hook_test

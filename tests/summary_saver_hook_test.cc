@@ -12,7 +12,7 @@
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 
-namespace cosession {
+namespace cosession::summary_saver_hook_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -272,4 +272,4 @@ CO_TEST(SummarySaverHook, ANonScalarScalarFailsTheStepNamingTheTag) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::summary_saver_hook_test

@@ -19,7 +19,7 @@
 #include "graph/tensor_shape.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::tensor_test {
 namespace {
 
 using ::cosession::testing::StatusThrownBy;
@@ -411,4 +411,4 @@ TEST(Tensor, SnapshotReadFromAVariableIsUnchangedByALaterAssignAdd) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::tensor_test

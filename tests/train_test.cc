@@ -31,7 +31,7 @@
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
-namespace cosession {
+namespace cosession::train_test {
 namespace {
 
 namespace asio = boost::asio;
@@ -251,4 +251,4 @@ CO_TEST(TrainDigits, AMalformedCsvStopsTrainingWithFileAndLine) {
 }
 
 }  // namespace
-}  // namespace cosession
+}  // namespace cosession::train_test
