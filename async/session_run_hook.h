@@ -148,7 +148,8 @@ class SessionRunHook {
 // A hook whose per-step methods never suspend, written as plain functions:
 // MonitoredSession calls BeforeRunSync/AfterRunSync directly, without the
 // coroutine frame and the StatusOr<SessionRunArgs> an awaitable call costs
-// (measured: ~5 ns against ~40 ns a call; BM_Step_SyncHooks). Most
+// (measured: 3.5 ns a call against 27 ns an await, by hand; in a step, 24
+// against 78 ns per hook: BM_Step_SyncHooks, BM_Step_CoroutineHooks). Most
 // TensorFlow hooks are of this kind. The awaitable BeforeRun/AfterRun are
 // final and call the sync forms, so code that awaits a hook sees no
 // difference; MaySuspend() is false. Begin, AfterCreateSession, End and
