@@ -544,10 +544,7 @@ struct MonitoredSession::Impl {
            !a.options.timeout.has_value();
   }
 
-  // Runs the graph. In an inline step (see RunInline) the run is bound to
-  // the step's own signal, and the caller's cancellation reaches it through
-  // a bridge on the coroutine's slot that also requests stop; otherwise the
-  // run inherits the spawned step's cancellation.
+  // The caller's cancellation, wherever it struck, is a clean stop.
   // From any thread (a cancellation slot handler).
   void StopForCancellation() {
     MarkStopped("cancelled");
@@ -566,23 +563,23 @@ struct MonitoredSession::Impl {
     });
   }
 
-  // Runs the graph. In an inline step (see RunInline) the run is bound to
-  // the step's own signal (which a stop emits) and bridged to the caller's
-  // cancellation; otherwise it inherits the spawned step's cancellation.
-  // `args` lives in the awaiting caller's frame.
-  asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(const RunArgs& args,
-                                                       StepState* inline_step) {
-    if (!inline_step) {
-      co_return co_await session->RunBorrowed(args, asio::use_awaitable);
+  // The graph run of a step, not started yet: the caller awaits it in the
+  // same full-expression, so it costs no coroutine frame of its own (one
+  // would cost about as much as ten sync hooks). In an inline step (see
+  // RunInline) the run is bound to the step's own signal, which a stop
+  // emits, and `caller` (the awaiting coroutine's slot) is bridged to it:
+  // the caller clears `caller` after the await. Otherwise the run inherits
+  // the spawned step's cancellation. `args` lives in the caller's frame.
+  asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
+      const RunArgs& args, StepState* inline_step,
+      asio::cancellation_slot caller) {
+    if (inline_step == nullptr) {
+      return session->RunBorrowed(args, asio::use_awaitable);
     }
-    asio::cancellation_slot caller =
-        (co_await asio::this_coro::cancellation_state).slot();
     BridgeCancellation(caller, inline_step);
-    absl::StatusOr<RunOutputs> outputs = co_await session->RunBorrowed(
+    return session->RunBorrowed(
         args, asio::bind_cancellation_slot(inline_step->signal.slot(),
                                            asio::use_awaitable));
-    if (caller.is_connected()) caller.clear();
-    co_return outputs;
   }
 
   // Requests stop on behalf of hook `h`, which asked for it: with the
@@ -610,12 +607,15 @@ struct MonitoredSession::Impl {
           asio::cancellation_type::none) {
         co_return absl::CancelledError("Step cancelled before the graph ran");
       }
+      asio::cancellation_slot caller =
+          (co_await asio::this_coro::cancellation_state).slot();
       absl::StatusOr<RunOutputs> outputs;
       try {
-        outputs = co_await RunGraph(args, inline_step);
+        outputs = co_await RunGraph(args, inline_step, caller);
       } catch (...) {
         outputs = FromException(std::current_exception(), "the graph run");
       }
+      if (inline_step != nullptr && caller.is_connected()) caller.clear();
       if (!outputs.ok()) co_return std::move(outputs).status();
       co_return std::move(outputs->values);
     }
@@ -681,24 +681,15 @@ struct MonitoredSession::Impl {
     // (Named, not a conditional inside the co_await: g++ 12 mishandles
     // temporaries there.)
     const RunArgs& run_args = merge ? merged->args : args;
-    // RunGraph's body, written out: its coroutine frame would cost about
-    // as much as the session adds per step for ten sync hooks.
+    asio::cancellation_slot caller =
+        (co_await asio::this_coro::cancellation_state).slot();
     absl::StatusOr<RunOutputs> outputs;
-    asio::cancellation_slot caller;
     try {
-      if (inline_step == nullptr) {
-        outputs = co_await session->RunBorrowed(run_args, asio::use_awaitable);
-      } else {
-        caller = (co_await asio::this_coro::cancellation_state).slot();
-        BridgeCancellation(caller, inline_step);
-        outputs = co_await session->RunBorrowed(
-            run_args, asio::bind_cancellation_slot(inline_step->signal.slot(),
-                                                   asio::use_awaitable));
-      }
+      outputs = co_await RunGraph(run_args, inline_step, caller);
     } catch (...) {
       outputs = FromException(std::current_exception(), "the graph run");
     }
-    if (caller.is_connected()) caller.clear();
+    if (inline_step != nullptr && caller.is_connected()) caller.clear();
     if (!outputs.ok()) co_return std::move(outputs).status();
     common.run_metadata = std::move(outputs->metadata);
     // Per hook, only when some hook fetched something or they run together.
@@ -1006,11 +997,9 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
     // The graph alone, awaited right here: no coroutine frames in between.
     asio::cancellation_slot caller =
         (co_await asio::this_coro::cancellation_state).slot();
-    impl->BridgeCancellation(caller, step);
     try {
-      absl::StatusOr<RunOutputs> outputs = co_await impl->session->RunBorrowed(
-          args, asio::bind_cancellation_slot(step->signal.slot(),
-                                             asio::use_awaitable));
+      absl::StatusOr<RunOutputs> outputs =
+          co_await impl->RunGraph(args, step, caller);
       if (outputs.ok()) {
         result = std::move(outputs->values);
       } else {
