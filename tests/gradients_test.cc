@@ -37,6 +37,8 @@
 namespace cosession::gradients_test {
 namespace {
 
+using testing::CostOf;
+
 using ::cosession::testing::StatusThrownBy;
 using ::testing::AssertionFailure;
 using ::testing::AssertionResult;
@@ -971,16 +973,6 @@ TEST(GradientOps, SumToShapeOfRejectsShapesThatDoNotBroadcastAtRunTime) {
                               {{grad, Spread({2, 3})}, {like, Spread({4, 3})}});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageContains(bad.status(), "'reduce'"));
-}
-
-// The cost function of `y`'s op on concrete inputs.
-int64_t CostOf(Output y, std::vector<Tensor> inputs) {
-  std::vector<const Tensor*> pointers;
-  for (const Tensor& t : inputs) pointers.push_back(&t);
-  std::vector<Tensor> outputs(y.node()->num_outputs());
-  ResourceManager resources;
-  KernelContext ctx(*y.node(), pointers, outputs.data(), resources, nullptr);
-  return y.node()->op_def().cost(ctx);
 }
 
 TEST(GradientOps, ReductionGradientsCostTheElementsTheyWrite) {

@@ -30,6 +30,8 @@
 namespace cosession::ops_test {
 namespace {
 
+using testing::CostOf;
+
 using ::cosession::testing::StatusThrownBy;
 
 using ::testing::AssertionFailure;
@@ -1055,16 +1057,6 @@ TEST(OpsRandom, RandomOpsAreStateful) {
 }
 
 // -------------------------------------------------------------------- costs
-
-// The cost function of `y`'s op on concrete inputs.
-int64_t CostOf(Output y, std::vector<Tensor> inputs) {
-  std::vector<const Tensor*> pointers;
-  for (const Tensor& t : inputs) pointers.push_back(&t);
-  std::vector<Tensor> outputs(y.node()->num_outputs());
-  ResourceManager resources;
-  KernelContext ctx(*y.node(), pointers, outputs.data(), resources, nullptr);
-  return y.node()->op_def().cost(ctx);
-}
 
 TEST(OpsCost, MatMulCostsMTimesKTimesN) {
   Graph g;

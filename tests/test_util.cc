@@ -1,5 +1,8 @@
 #include "tests/test_util.h"
 
+#include "graph/kernel.h"
+#include "graph/resource_manager.h"
+
 namespace cosession::testing {
 
 Runtime& TestRuntime() {
@@ -27,6 +30,15 @@ absl::StatusOr<std::vector<Tensor>> Eval(
   }
   return session.RunBlocking(
       {.fetches = std::move(fetches), .feeds = std::move(feeds)});
+}
+
+int64_t CostOf(Output y, std::vector<Tensor> inputs) {
+  std::vector<const Tensor*> pointers;
+  for (const Tensor& t : inputs) pointers.push_back(&t);
+  std::vector<Tensor> outputs(y.node()->num_outputs());
+  ResourceManager resources;
+  KernelContext ctx(*y.node(), pointers, outputs.data(), resources, nullptr);
+  return y.node()->op_def().cost(ctx);
 }
 
 absl::StatusOr<Tensor> EvalOne(Graph& graph, Output fetch,

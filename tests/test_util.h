@@ -34,6 +34,9 @@ absl::StatusOr<Tensor> EvalOne(
     Graph& graph, Output fetch,
     std::vector<std::pair<Output, Tensor>> feeds = {});
 
+// The cost function (graph/kernel.h CostFn) of `y`'s op on concrete inputs.
+int64_t CostOf(Output y, std::vector<Tensor> inputs);
+
 // Runs `fn`, expects it to throw StatusError, and returns the error's status
 // (an OK status when nothing or something else was thrown, after recording a
 // failure).
