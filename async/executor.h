@@ -11,7 +11,9 @@
 // that made it ready; a bigger op goes to the runtime's pool, except that a
 // pool thread keeps one ready big op for itself instead of bouncing it. So a
 // graph of cheap ops runs entirely on the caller's thread, and independent
-// expensive branches run in parallel. Asynchronous kernels run as coroutines
+// expensive branches run in parallel. A run's big ops wait in a queue of its
+// own, which at most one task per pool thread drains: a fan-out of many big
+// ops costs a few posts, not one per op. Asynchronous kernels run as coroutines
 // on a strand of the pool (created only for plans that have them) and hold no
 // thread while they wait.
 //
@@ -85,7 +87,7 @@ class ExecutionPlan {
   // cost more than their memory.
   static constexpr int64_t kReleaseElements = 4096;
   std::vector<int> slot_uses_;
-  std::vector<int> roots_;
+  std::vector<int> roots_;  // steps without predecessors, last first
   std::vector<int> fetch_slots_;
   int num_slots_ = 0;
   int first_feed_slot_ = 0;

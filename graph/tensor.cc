@@ -1,20 +1,24 @@
 #include "graph/tensor.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 #include "graph/status.h"
+#include "graph/tensor_allocator.h"
 
 namespace cosession {
 namespace detail {
 
+size_t TensorBuffer::BlockBytes(size_t bytes) {
+  return kHeaderBytes + bytes + kAlignment;
+}
+
 TensorBuffer* TensorBuffer::Allocate(size_t bytes) {
   // Over-allocate and align by hand: glibc's aligned allocation (memalign)
   // costs ~10 times a plain malloc, and small tensors are allocated per op.
-  void* block = std::malloc(kHeaderBytes + bytes + kAlignment);
+  void* block = TensorAllocator::Default().Allocate(BlockBytes(bytes));
   if (block == nullptr) throw std::bad_alloc();
   const uintptr_t aligned =
       (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~(kAlignment - 1);
@@ -26,8 +30,9 @@ void TensorBuffer::Unref() {
   // it frees the block.
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     void* block = block_;
+    const size_t block_bytes = BlockBytes(bytes_);
     this->~TensorBuffer();
-    std::free(block);
+    TensorAllocator::Default().Deallocate(block, block_bytes);
   }
 }
 

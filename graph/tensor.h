@@ -35,7 +35,8 @@ namespace cosession {
 
 namespace detail {
 // A reference-counted, 64-byte aligned block of bytes. Header and data share
-// one allocation, so a scalar costs one malloc.
+// one allocation from TensorAllocator::Default() (graph/tensor_allocator.h),
+// so a scalar costs one malloc and a large buffer is usually a reused one.
 class TensorBuffer {
  public:
   static TensorBuffer* Allocate(size_t bytes);  // refcount 1, uninitialised
@@ -53,6 +54,8 @@ class TensorBuffer {
 
  private:
   static constexpr size_t kHeaderBytes = kAlignment;
+  // The size of the block that holds `bytes` of data.
+  static size_t BlockBytes(size_t bytes);
   TensorBuffer(size_t bytes, void* block) : bytes_(bytes), block_(block) {}
   std::atomic<int32_t> refs_{1};
   size_t bytes_;

@@ -7,8 +7,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <string>
 #include <variant>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "async/session.h"
 #include "graph/ops.h"
 #include "tests/co_test.h"
@@ -292,6 +295,74 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
     EXPECT_NE(s.thread_id, caller_thread) << s.node_name;
   }
   EXPECT_EQ(matmuls, 2);
+}
+
+// 40 expensive ops and a pool of 2: they wait in the run's queue, which the
+// pool's threads drain. Each runs exactly once, on the pool, and the sum of
+// their products is exact.
+TEST(Executor, AFanOutWiderThanThePoolRunsEveryOpOnceOnThePool) {
+  constexpr int kWidth = 40;
+  Graph g;
+  Tensor ones(DType::kFloat, TensorShape{64, 64});
+  for (float& v : ones.mutable_flat<float>()) v = 1.0f;
+  Output rhs = ops::Const(g, ones);
+  std::vector<Output> products;
+  for (int i = 1; i <= kWidth; ++i) {
+    Tensor lhs(DType::kFloat, TensorShape{64, 64});
+    for (float& v : lhs.mutable_flat<float>()) v = static_cast<float>(i);
+    products.push_back(ops::MatMul(g, ops::Const(g, lhs), rhs));
+  }
+  Output sum = ops::AddN(g, products);
+  g.Finalize();
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {sum}};
+  args.options.trace_level = RunOptions::kFullTrace;
+  for (int repeat = 0; repeat < 20; ++repeat) {
+    testing::Latch done;
+    absl::StatusOr<RunOutputs> outputs;
+    session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
+      outputs = std::move(r);
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    // Each product element is 64 * i; the sum of i over 1..40 is 820.
+    for (float v : outputs->values.at(0).flat<float>()) {
+      ASSERT_EQ(v, 64.0f * 820.0f);
+    }
+    absl::flat_hash_map<std::string, int> runs;
+    for (const NodeExecStats& s : outputs->metadata.step_stats.node_stats) {
+      if (s.op == "MatMul") ++runs[s.node_name];
+    }
+    ASSERT_EQ(runs.size(), static_cast<size_t>(kWidth));
+    for (const auto& [name, count] : runs) EXPECT_EQ(count, 1) << name;
+  }
+}
+
+// One pool thread drains the queue oldest first: the failing op was queued
+// first, so the expensive ops queued after it are skipped, not run.
+TEST(Executor, AnErrorSkipsTheExpensiveOpsStillQueued) {
+  TestEvents events;
+  Graph g;
+  // 256 x 256 inputs make each op cost 65,536, over the inline threshold.
+  Output big = ops::Const(g, Tensor(DType::kFloat, TensorShape{256, 256}));
+  Output bad = testing::TestFail(g, {big}, "bad");
+  std::vector<Output> fetches = {bad};
+  for (int i = 0; i < 8; ++i) {
+    fetches.push_back(
+        testing::TestCount(g, {big}, {}, "queued_" + std::to_string(i)));
+  }
+  Runtime runtime({.num_threads = 1});
+  Session session(g, runtime);
+  Session::RunResult result = session.RunBlocking({.fetches = fetches});
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(result.status().message().find("TestFail 'bad' failed"),
+            absl::string_view::npos)
+      << result.status();
+  for (int i = 0; i < 8; ++i) {
+    EXPECT_EQ(events.runs("queued_" + std::to_string(i)), 0) << i;
+  }
 }
 
 }  // namespace
