@@ -23,8 +23,9 @@
 //     more), and a freed block is kept in its class's free list while the
 //     cache holds at most `cache_limit_bytes`; past that it is freed.
 //   * ReleaseCachedMemory() frees every kept block.
-//   * Under AddressSanitizer a kept block is poisoned, so a use after free
-//     is still reported, and unpoisoned when handed out again.
+//   * Under AddressSanitizer a kept block is poisoned (all but its first 16
+//     bytes, the free list's link), so a use after free is still reported,
+//     and unpoisoned when handed out again.
 //
 // Thread safety: every member function may be called concurrently. A block
 // freed on one thread and reused on another is handed over under a mutex,
