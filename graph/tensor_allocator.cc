@@ -12,15 +12,9 @@
 namespace cosession {
 namespace {
 
-// A kept block is poisoned past its first kLinkBytes, which hold the free
-// list's link: LeakSanitizer does not follow pointers stored in poisoned
-// memory, and would report every block behind a list's head as leaked.
-constexpr size_t kLinkBytes = 16;  // a multiple of ASan's 8-byte granule
-
 void Poison(void* block, size_t bytes) {
 #ifdef ABSL_HAVE_ADDRESS_SANITIZER
-  ASAN_POISON_MEMORY_REGION(static_cast<char*>(block) + kLinkBytes,
-                            bytes - kLinkBytes);
+  ASAN_POISON_MEMORY_REGION(block, bytes);
 #else
   (void)block;
   (void)bytes;
@@ -61,30 +55,46 @@ size_t TensorAllocator::ClassBytes(int size_class) {
   return base + (size_class % 4) * (base / 4);
 }
 
+int TensorAllocator::ThisThreadsHeap() {
+  static std::atomic<int> next_thread{0};
+  thread_local const int heap =
+      next_thread.fetch_add(1, std::memory_order_relaxed) % kNumHeaps;
+  return heap;
+}
+
+// A cached block is a BlockHeader followed by the caller's bytes. The header
+// is never poisoned: it holds the free list's link, and LeakSanitizer does
+// not follow pointers stored in poisoned memory.
 void* TensorAllocator::Allocate(size_t bytes) {
   if (bytes < kMinCachedBytes || bytes > kMaxCachedBytes) {
     return std::malloc(bytes);
   }
+  static_assert(sizeof(BlockHeader) == 16);
   const int size_class = SizeClass(bytes);
   const size_t class_bytes = ClassBytes(size_class);
-  FreeList& list = lists_[size_class];
-  FreeBlock* block = nullptr;
+  const int heap = ThisThreadsHeap();
+  FreeList& list = heaps_[heap][size_class];
+  BlockHeader* header = nullptr;
   {
     std::lock_guard lock(list.mu);
     if (list.head != nullptr) {
-      block = list.head;
-      list.head = block->next;
+      header = list.head;
+      list.head = header->next;
     }
   }
-  if (block == nullptr) {
+  if (header == nullptr) {
+    header = static_cast<BlockHeader*>(
+        std::malloc(sizeof(BlockHeader) + class_bytes));
+    if (header == nullptr) return nullptr;
+    header->heap = heap;
     fresh_.fetch_add(1, std::memory_order_relaxed);
-    return std::malloc(class_bytes);
+  } else {
+    cached_bytes_.fetch_sub(static_cast<int64_t>(class_bytes),
+                            std::memory_order_relaxed);
+    reused_.fetch_add(1, std::memory_order_relaxed);
+    Unpoison(header + 1, class_bytes);
   }
-  cached_bytes_.fetch_sub(static_cast<int64_t>(class_bytes),
-                          std::memory_order_relaxed);
-  reused_.fetch_add(1, std::memory_order_relaxed);
-  Unpoison(block, class_bytes);
-  return block;
+  return header + 1;
 }
 
 void TensorAllocator::Deallocate(void* block, size_t bytes) {
@@ -93,6 +103,7 @@ void TensorAllocator::Deallocate(void* block, size_t bytes) {
     std::free(block);
     return;
   }
+  BlockHeader* header = static_cast<BlockHeader*>(block) - 1;
   const int size_class = SizeClass(bytes);
   const int64_t class_bytes = static_cast<int64_t>(ClassBytes(size_class));
   // Reserve room in the cache first; give it back if the block is too many.
@@ -101,19 +112,18 @@ void TensorAllocator::Deallocate(void* block, size_t bytes) {
       class_bytes;
   if (cached > cache_limit_bytes_.load(std::memory_order_relaxed)) {
     cached_bytes_.fetch_sub(class_bytes, std::memory_order_relaxed);
-    std::free(block);
+    std::free(header);
     return;
   }
   Poison(block, static_cast<size_t>(class_bytes));
-  auto* free_block = static_cast<FreeBlock*>(block);
-  FreeList& list = lists_[size_class];
+  FreeList& list = heaps_[header->heap][size_class];
   std::lock_guard lock(list.mu);
-  free_block->next = list.head;
-  list.head = free_block;
+  header->next = list.head;
+  list.head = header;
 }
 
 int64_t TensorAllocator::FreeAll(FreeList& list, int size_class) {
-  FreeBlock* head;
+  BlockHeader* head;
   {
     std::lock_guard lock(list.mu);
     head = list.head;
@@ -122,8 +132,8 @@ int64_t TensorAllocator::FreeAll(FreeList& list, int size_class) {
   const size_t class_bytes = ClassBytes(size_class);
   int64_t freed = 0;
   while (head != nullptr) {
-    Unpoison(head, class_bytes);
-    FreeBlock* next = head->next;
+    BlockHeader* next = head->next;
+    Unpoison(head + 1, class_bytes);
     std::free(head);
     freed += static_cast<int64_t>(class_bytes);
     head = next;
@@ -134,7 +144,9 @@ int64_t TensorAllocator::FreeAll(FreeList& list, int size_class) {
 
 int64_t TensorAllocator::ReleaseCachedMemory() {
   int64_t freed = 0;
-  for (int c = 0; c < kNumClasses; ++c) freed += FreeAll(lists_[c], c);
+  for (auto& heap : heaps_) {
+    for (int c = 0; c < kNumClasses; ++c) freed += FreeAll(heap[c], c);
+  }
   return freed;
 }
 

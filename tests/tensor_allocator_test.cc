@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <deque>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -112,8 +114,7 @@ TEST(TensorAllocator, AKeptBlockIsPoisonedUntilHandedOutAgain) {
   TensorAllocator allocator;
   auto* block = static_cast<char*>(allocator.Allocate(k64KiB));
   allocator.Deallocate(block, k64KiB);
-  EXPECT_FALSE(__asan_address_is_poisoned(block));  // the free list's link
-  EXPECT_TRUE(__asan_address_is_poisoned(block + 16));
+  EXPECT_TRUE(__asan_address_is_poisoned(block));
   EXPECT_TRUE(__asan_address_is_poisoned(block + k64KiB / 2));
   EXPECT_TRUE(__asan_address_is_poisoned(block + k64KiB - 1));
   ASSERT_EQ(allocator.Allocate(k64KiB), block);
@@ -123,35 +124,92 @@ TEST(TensorAllocator, AKeptBlockIsPoisonedUntilHandedOutAgain) {
 }
 #endif
 
-// Threads trade blocks of a few classes through the shared free lists; each
-// fills its block with its own pattern and checks it before freeing, so a
-// block handed to two owners at once shows up as a wrong byte (and under
-// TSan as a race).
-TEST(TensorAllocator, ConcurrentOwnersNeverShareABlock) {
-  TensorAllocator allocator({.cache_limit_bytes = 8 * k64KiB});
+// Runs `fn` on a new thread whose heap is not this thread's.
+template <typename Fn>
+void OnAThreadOfAnotherHeap(Fn fn) {
+  const int mine = TensorAllocator::ThisThreadsHeap();
+  for (;;) {
+    bool ran = false;
+    std::thread([&] {
+      if (TensorAllocator::ThisThreadsHeap() == mine) return;
+      fn();
+      ran = true;
+    }).join();
+    if (ran) return;
+  }
+}
+
+TEST(TensorAllocator, ABlockFreedOnAnotherThreadReturnsToItsAllocatorsHeap) {
+  TensorAllocator allocator;
+  void* mine = allocator.Allocate(k64KiB);
+  void* theirs_after_free = nullptr;
+  OnAThreadOfAnotherHeap([&] {
+    allocator.Deallocate(mine, k64KiB);
+    // Not handed to the thread that freed it: that one gets a new block.
+    theirs_after_free = allocator.Allocate(k64KiB);
+  });
+  EXPECT_NE(theirs_after_free, mine);
+  EXPECT_EQ(allocator.Allocate(k64KiB), mine);  // back on its own thread
+  allocator.Deallocate(mine, k64KiB);
+  allocator.Deallocate(theirs_after_free, k64KiB);
+}
+
+// Each thread fills blocks with its own pattern and passes them to the next
+// thread, which checks and frees them: frees cross threads while the heaps
+// they return to are allocating. A block handed to two owners at once shows
+// up as a wrong byte (and under TSan as a race).
+TEST(TensorAllocator, BlocksPassedBetweenThreadsAreNeverShared) {
+  TensorAllocator allocator({.cache_limit_bytes = 16 * k64KiB});
   constexpr int kThreads = 4;
   constexpr int kRounds = 2000;
+  struct Passed {
+    unsigned char* block;
+    size_t bytes;
+    unsigned char pattern;
+  };
+  struct Mailbox {
+    std::mutex mu;
+    std::deque<Passed> blocks;
+  };
+  std::vector<Mailbox> mailboxes(kThreads);
   std::vector<int> wrong(kThreads, 0);
+  auto check_and_free = [&](const Passed& p, int t) {
+    for (size_t i = 0; i < p.bytes; i += 512) {
+      if (p.block[i] != p.pattern) ++wrong[t];
+    }
+    allocator.Deallocate(p.block, p.bytes);
+  };
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&allocator, &wrong, t] {
+    threads.emplace_back([&, t] {
       for (int round = 0; round < kRounds; ++round) {
         const size_t bytes = (round % 3 + 1) * size_t{8192};
         auto* block = static_cast<unsigned char*>(allocator.Allocate(bytes));
         const auto pattern = static_cast<unsigned char>(t * 31 + round);
         std::memset(block, pattern, bytes);
-        for (size_t i = 0; i < bytes; i += 512) {
-          if (block[i] != pattern) ++wrong[t];
+        {
+          Mailbox& next = mailboxes[(t + 1) % kThreads];
+          std::lock_guard lock(next.mu);
+          next.blocks.push_back({block, bytes, pattern});
         }
-        allocator.Deallocate(block, bytes);
+        std::deque<Passed> received;
+        {
+          std::lock_guard lock(mailboxes[t].mu);
+          received.swap(mailboxes[t].blocks);
+        }
+        for (const Passed& p : received) check_and_free(p, t);
       }
     });
   }
   for (std::thread& thread : threads) thread.join();
-  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(wrong[t], 0) << "thread " << t;
+  for (int t = 0; t < kThreads; ++t) {
+    for (const Passed& p : mailboxes[t].blocks) check_and_free(p, t);
+    EXPECT_EQ(wrong[t], 0) << "thread " << t;
+  }
   const TensorAllocatorStats stats = allocator.Stats();
   EXPECT_EQ(stats.reused + stats.fresh, int64_t{kThreads} * kRounds);
-  EXPECT_LE(stats.cached_bytes, static_cast<int64_t>(8 * k64KiB));
+  EXPECT_GT(stats.reused, 0);
+  EXPECT_LE(stats.cached_bytes, static_cast<int64_t>(16 * k64KiB));
 }
 
 TEST(TensorAllocator, ATensorsBufferComesBackForTheNextTensorOfItsSize) {
