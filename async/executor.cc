@@ -10,7 +10,6 @@
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -358,7 +357,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
       std::lock_guard lock(queue_mu_);
       queued_.insert(queued_.end(), steps.begin(), steps.end());
       to_post = std::min(runtime_.num_threads() - drainers_,
-                         static_cast<int>(queued_.size()));
+                         static_cast<int>(queued_.size() - queue_head_));
       drainers_ += to_post;
     }
     for (int i = 0; i < to_post; ++i) {
@@ -375,12 +374,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
       ReadyList ready;
       {
         std::lock_guard lock(queue_mu_);
-        if (queued_.empty()) {
+        if (queue_head_ == queued_.size()) {
           --drainers_;
           return;
         }
-        ready.push_back(queued_.front());
-        queued_.pop_front();
+        ready.push_back(queued_[queue_head_++]);
+        if (queue_head_ == queued_.size()) {
+          queued_.clear();
+          queue_head_ = 0;
+        }
       }
       RunInline(ready);
     }
@@ -573,7 +575,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   // Expensive steps waiting for a pool thread (see Enqueue).
   std::mutex queue_mu_;
-  std::deque<int> queued_ ABSL_GUARDED_BY(queue_mu_);
+  // A vector, not a deque: libstdc++'s deque allocates when constructed,
+  // and most runs never queue anything. Taken from queue_head_ on.
+  std::vector<int> queued_ ABSL_GUARDED_BY(queue_mu_);
+  size_t queue_head_ ABSL_GUARDED_BY(queue_mu_) = 0;
   int drainers_ ABSL_GUARDED_BY(queue_mu_) = 0;  // posted, not yet left
 };
 
