@@ -331,7 +331,6 @@ class RunState : public std::enable_shared_from_this<RunState> {
   void Schedule(absl::Span<const int> newly_ready, ReadyList& ready) {
     const bool on_pool = runtime_.InPoolThread();
     bool kept_expensive = false;
-    ReadyList to_pool;
     for (int s : newly_ready) {
       if (stopped() || !IsExpensive(plan_->steps_[s])) {
         ready.push_back(s);
@@ -339,23 +338,22 @@ class RunState : public std::enable_shared_from_this<RunState> {
         kept_expensive = true;
         ready.insert(ready.begin(), s);  // after the cheap ones
       } else {
-        to_pool.push_back(s);
+        Enqueue(s);
       }
     }
-    if (!to_pool.empty()) Enqueue(to_pool);
   }
 
-  // Queues expensive steps for the pool, and posts drainers for them: at
+  // Queues an expensive step for the pool, and posts drainers for it: at
   // most one per pool thread for this run, each running queued steps until
   // the queue is empty. One post per thread instead of one per op: a post
   // costs the posting thread ~0.3 µs and contends for the pool's lock with
   // the threads taking work from it, which made a fan-out of 64 MatMuls
   // start its last op ~17 µs after its first became ready.
-  void Enqueue(absl::Span<const int> steps) {
+  void Enqueue(int step) {
     int to_post;
     {
       std::lock_guard lock(queue_mu_);
-      queued_.insert(queued_.end(), steps.begin(), steps.end());
+      queued_.push_back(step);
       to_post = std::min(runtime_.num_threads() - drainers_,
                          static_cast<int>(queued_.size() - queue_head_));
       drainers_ += to_post;
