@@ -6,11 +6,14 @@
 // pool's threads as well as on the calling one.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <cstdint>
 #include <exception>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "async/session.h"
@@ -146,6 +149,50 @@ void BM_Baseline_FanOut(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Baseline_FanOut)->Arg(64)->UseRealTime();
+
+// What two threads can do by hand: a helper thread that never sleeps (it
+// spins on an atomic between iterations) computes every other product, the
+// benchmark's thread the rest, then sums all of them. The products keep
+// their buffers, and each stays with the thread that computes it. A
+// reference for BM_Executor_FanOut, which pays for waking pool threads,
+// allocation and scheduling; not a baseline of the targets.
+void BM_Baseline_FanOut_TwoThreads(benchmark::State& state) {
+  const int width = static_cast<int>(state.range(0));
+  std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
+  std::vector<EigenMatrix<float>> products(
+      width, EigenMatrix<float>(kFanOutSize, kFanOutSize));
+  auto multiply_every_other = [&](int first) {
+    for (int i = first; i < width; i += 2) {
+      products[i].noalias() =
+          MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
+    }
+  };
+  std::atomic<int64_t> started{0};   // iterations handed to the helper
+  std::atomic<int64_t> finished{0};  // iterations the helper finished
+  std::atomic<bool> quit{false};
+  std::thread helper([&] {
+    for (int64_t done = 0;;) {
+      while (started.load(std::memory_order_acquire) == done) {
+        if (quit.load(std::memory_order_relaxed)) return;
+      }
+      multiply_every_other(1);
+      finished.store(++done, std::memory_order_release);
+    }
+  });
+  int64_t iteration = 0;
+  for (auto _ : state) {
+    started.store(++iteration, std::memory_order_release);
+    multiply_every_other(0);
+    while (finished.load(std::memory_order_acquire) != iteration) {
+    }
+    EigenMatrix<float> sum = products[0];
+    for (int i = 1; i < width; ++i) sum += products[i];
+    benchmark::DoNotOptimize(sum.data());
+  }
+  quit.store(true, std::memory_order_relaxed);
+  helper.join();
+}
+BENCHMARK(BM_Baseline_FanOut_TwoThreads)->Arg(64)->UseRealTime();
 
 }  // namespace
 }  // namespace cosession
