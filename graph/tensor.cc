@@ -19,12 +19,12 @@ size_t TensorBuffer::BlockBytes(size_t bytes) {
 TensorBuffer* TensorBuffer::Allocate(size_t bytes) {
   // Over-allocate and align by hand: glibc's aligned allocation (memalign)
   // costs ~10 times a plain malloc, and small tensors are allocated per op.
-  // Small blocks, which the allocator would pass to malloc anyway, skip it:
-  // a scalar op's output is allocated per run (BM_Executor_Chain).
+  // Blocks the allocator would pass to malloc anyway skip it: a scalar op's
+  // output is allocated per run (BM_Executor_Chain).
   const size_t block_bytes = BlockBytes(bytes);
-  void* block = block_bytes < TensorAllocator::kMinCachedBytes
-                    ? std::malloc(block_bytes)
-                    : TensorAllocator::Default().Allocate(block_bytes);
+  void* block = TensorAllocator::IsCached(block_bytes)
+                    ? TensorAllocator::Default().Allocate(block_bytes)
+                    : std::malloc(block_bytes);
   if (block == nullptr) throw std::bad_alloc();
   const uintptr_t aligned =
       (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~(kAlignment - 1);
@@ -38,10 +38,10 @@ void TensorBuffer::Unref() {
     void* block = block_;
     const size_t block_bytes = BlockBytes(bytes_);
     this->~TensorBuffer();
-    if (block_bytes < TensorAllocator::kMinCachedBytes) {
-      std::free(block);
-    } else {
+    if (TensorAllocator::IsCached(block_bytes)) {
       TensorAllocator::Default().Deallocate(block, block_bytes);
+    } else {
+      std::free(block);
     }
   }
 }

@@ -66,7 +66,7 @@ int TensorAllocator::ThisThreadsHeap() {
 // is never poisoned: it holds the free list's link, and LeakSanitizer does
 // not follow pointers stored in poisoned memory.
 void* TensorAllocator::Allocate(size_t bytes) {
-  if (bytes < kMinCachedBytes || bytes > kMaxCachedBytes) {
+  if (!IsCached(bytes)) {
     return std::malloc(bytes);
   }
   static_assert(sizeof(BlockHeader) == 16);
@@ -99,7 +99,7 @@ void* TensorAllocator::Allocate(size_t bytes) {
 
 void TensorAllocator::Deallocate(void* block, size_t bytes) {
   if (block == nullptr) return;
-  if (bytes < kMinCachedBytes || bytes > kMaxCachedBytes) {
+  if (!IsCached(bytes)) {
     std::free(block);
     return;
   }

@@ -71,6 +71,11 @@ class TensorAllocator {
   // Sizes from here up to kMaxCachedBytes are cached.
   static constexpr size_t kMinCachedBytes = size_t{4} << 10;
   static constexpr size_t kMaxCachedBytes = size_t{1} << 30;
+  // False for sizes that Allocate and Deallocate pass to malloc and free;
+  // callers on a hot path may do the same without calling Default().
+  static constexpr bool IsCached(size_t bytes) {
+    return bytes >= kMinCachedBytes && bytes <= kMaxCachedBytes;
+  }
 
   explicit TensorAllocator(TensorAllocatorOptions options = {});
   ~TensorAllocator();  // frees the kept blocks
