@@ -155,24 +155,30 @@ void BM_Step_DefaultHooks(benchmark::State& state) {
 }
 BENCHMARK(BM_Step_DefaultHooks)->UseRealTime();
 
+// What the hand-written hook-call baselines pass their hooks: a context
+// over an empty graph's session, and no values.
+struct HookCallFixture {
+  Graph graph;
+  Session session{graph};
+  RunArgs args;
+  SessionRunContext context{args, session};
+  SessionRunValues values;
+};
+
 // The same ten BeforeRunSync/AfterRunSync calls as BM_Step_SyncHooks,
 // made by hand in a coroutine loop.
 asio::awaitable<void> HookCallLoop(
     benchmark::State& state, std::vector<std::shared_ptr<SyncHook>> hooks) {
-  Graph g;
-  Session session(g);
-  RunArgs args;
-  SessionRunContext context(args, session);
-  SessionRunValues values;
+  HookCallFixture f;
   for (auto _ : state) {
     for (auto& hook : hooks) {
       SessionRunArgs asked;
-      absl::Status s = hook->BeforeRunSync(context, asked);
+      absl::Status s = hook->BeforeRunSync(f.context, asked);
       benchmark::DoNotOptimize(s);
       benchmark::DoNotOptimize(asked);
     }
     for (auto& hook : hooks) {
-      absl::Status s = hook->AfterRunSync(context, values);
+      absl::Status s = hook->AfterRunSync(f.context, f.values);
       benchmark::DoNotOptimize(s);
     }
   }
@@ -191,18 +197,14 @@ BENCHMARK(BM_Baseline_HookCalls)->Arg(10)->UseRealTime();
 // The ten calls of BM_Step_CoroutineHooks, awaited by hand.
 asio::awaitable<void> CoroutineHookCallLoop(benchmark::State& state,
                                             MonitoredSession::Hooks hooks) {
-  Graph g;
-  Session session(g);
-  RunArgs args;
-  SessionRunContext context(args, session);
-  SessionRunValues values;
+  HookCallFixture f;
   for (auto _ : state) {
     for (auto& hook : hooks) {
-      auto r = co_await hook->BeforeRun(context);
+      auto r = co_await hook->BeforeRun(f.context);
       benchmark::DoNotOptimize(r);
     }
     for (auto& hook : hooks) {
-      auto s = co_await hook->AfterRun(context, values);
+      auto s = co_await hook->AfterRun(f.context, f.values);
       benchmark::DoNotOptimize(s);
     }
   }
