@@ -267,7 +267,17 @@ class RunState : public std::enable_shared_from_this<RunState> {
   }
 
  private:
-  using ReadyList = absl::InlinedVector<int, 16>;
+  // The steps one thread will run, last first. A pool thread keeps at most
+  // one expensive step in it, at the front so that the cheap ones run first;
+  // `holds_expensive` remembers that across a pass, in which each finished
+  // step schedules its own successors. Keeping one per Schedule call instead
+  // let a thread that ran several cheap ops, each releasing an expensive
+  // one, keep them all and run them in series while the pool sat idle.
+  struct ReadyList {
+    bool empty() const { return steps.empty(); }
+    absl::InlinedVector<int, 16> steps;
+    bool holds_expensive = false;
+  };
 
   bool stopped() const { return stop_.load(std::memory_order_acquire); }
 
@@ -330,13 +340,12 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // expensive ones go to the pool -- but a pool thread keeps one for itself.
   void Schedule(absl::Span<const int> newly_ready, ReadyList& ready) {
     const bool on_pool = runtime_.InPoolThread();
-    bool kept_expensive = false;
     for (int s : newly_ready) {
       if (stopped() || !IsExpensive(plan_->steps_[s])) {
-        ready.push_back(s);
-      } else if (on_pool && !kept_expensive) {
-        kept_expensive = true;
-        ready.insert(ready.begin(), s);  // after the cheap ones
+        ready.steps.push_back(s);
+      } else if (on_pool && !ready.holds_expensive) {
+        ready.holds_expensive = true;
+        ready.steps.insert(ready.steps.begin(), s);  // after the cheap ones
       } else {
         Enqueue(s);
       }
@@ -376,7 +385,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
           --drainers_;
           return;
         }
-        ready.push_back(queued_[queue_head_++]);
+        ready.steps.push_back(queued_[queue_head_++]);
         if (queue_head_ == queued_.size()) {
           queued_.clear();
           queue_head_ = 0;
@@ -389,8 +398,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // Runs ready steps on this thread until none is left.
   void RunInline(ReadyList& ready) {
     while (!ready.empty()) {
-      const int s = ready.back();
-      ready.pop_back();
+      const int s = ready.steps.back();
+      ready.steps.pop_back();
+      // The kept expensive step is the front one: it runs last.
+      if (ready.empty()) ready.holds_expensive = false;
       const Step& step = plan_->steps_[s];
       if (step.op->async_kernel && !stopped()) {
         StartAsync(s);  // finishes later, through AsyncDone

@@ -365,5 +365,41 @@ TEST(Executor, AnErrorSkipsTheExpensiveOpsStillQueued) {
   }
 }
 
+// A pool thread runs cheap ops that each release an expensive one. It keeps
+// one of those for itself and queues the rest for the other thread, so two
+// of them run at once: each TestPair waits for a partner and fails alone.
+// Keeping one per finished op would run all four in series on one thread.
+TEST(Executor, APoolThreadKeepsOneExpensiveOpAndQueuesTheRest) {
+  TestEvents events;
+  Graph g;
+  // 256 x 256 make an op that reads it cost 65,536: over the inline
+  // threshold. The scalars TestCount outputs make an op that reads only
+  // them cheap.
+  Output big = ops::Const(g, Tensor(DType::kFloat, TensorShape{256, 256}));
+  Output first = testing::TestCount(g, {big}, {}, "first");  // on the pool
+  std::vector<Output> pairs;
+  for (int i = 0; i < 4; ++i) {
+    Output cheap =
+        testing::TestCount(g, {first}, {}, "cheap_" + std::to_string(i));
+    pairs.push_back(
+        testing::TestPair(g, {big, cheap}, "pair_" + std::to_string(i)));
+  }
+  g.Finalize();
+  Runtime runtime({.num_threads = 2});
+  Session session(g, runtime);
+  testing::Latch done;
+  absl::StatusOr<std::vector<Tensor>> result;
+  session.Run({.fetches = pairs}, [&](absl::StatusOr<std::vector<Tensor>> r) {
+    result = std::move(r);
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(60)));
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(events.runs("cheap_" + std::to_string(i)), 1) << i;
+  }
+}
+
 }  // namespace
 }  // namespace cosession::executor_test

@@ -3,6 +3,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,23 @@ TestEvents* current_events = nullptr;
 
 absl::Status FloatScalarOutput(InferenceContext& c) {
   c.AddOutput(DType::kFloat, TensorShape{});
+  return absl::OkStatus();
+}
+
+absl::Status PairKernel(KernelContext& ctx) {
+  TestEvents& events = TestEvents::Current();
+  std::unique_lock lock(events.mu);
+  const int arrival = ++events.pair_arrivals;  // 1-based
+  const int partner_arrived = (arrival + 1) / 2 * 2;
+  events.pair_arrived.notify_all();
+  if (!events.pair_arrived.wait_for(lock, std::chrono::seconds(10), [&] {
+        return events.pair_arrivals >= partner_arrived;
+      })) {
+    return absl::DeadlineExceededError(
+        absl::StrCat("TestPair '", ctx.node().name(),
+                     "' ran alone: no other TestPair ran at the same time"));
+  }
+  ctx.set_output(0, Tensor::Scalar<float>(1));
   return absl::OkStatus();
 }
 
@@ -79,6 +97,9 @@ void RegisterTestOps() {
                                ctx.set_output(0, Tensor::Scalar<float>(1));
                                return absl::OkStatus();
                              }}));
+    ThrowIfError(r.Register({.name = "TestPair",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = PairKernel}));
     ThrowIfError(r.Register({.name = "TestFail",
                              .shape_fn = FloatScalarOutput,
                              .kernel = [](KernelContext& ctx) {
@@ -109,6 +130,9 @@ Output TestCount(Graph& g, std::vector<Output> inputs,
                  std::vector<Operation> control_inputs, std::string name) {
   return Add(g, "TestCount", std::move(inputs), std::move(control_inputs),
              std::move(name));
+}
+Output TestPair(Graph& g, std::vector<Output> inputs, std::string name) {
+  return Add(g, "TestPair", std::move(inputs), {}, std::move(name));
 }
 Output TestFail(Graph& g, std::vector<Output> inputs, std::string name) {
   return Add(g, "TestFail", std::move(inputs), {}, std::move(name));

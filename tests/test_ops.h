@@ -1,6 +1,10 @@
 // Ops for executor and session tests, registered once on first use:
 //   TestCount(inputs...)  sync: counts its runs (TestEvents::runs), appends
 //                         its name to TestEvents::order, outputs float 1.
+//   TestPair(inputs...)   sync: blocks until a second TestPair kernel runs
+//                         at the same time (arrivals pair up in order: 1st
+//                         with 2nd, 3rd with 4th...); fails with
+//                         DeadlineExceeded after 10 s alone. Outputs float 1.
 //   TestFail(inputs...)   sync: fails with Internal "TestFail '<name>' failed".
 //   TestThrow()           sync: throws std::runtime_error.
 //   TestWait()            async: sends its name on `started`, then waits for
@@ -14,6 +18,7 @@
 
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/system/error_code.hpp>
+#include <condition_variable>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -51,6 +56,8 @@ class TestEvents {
   std::mutex mu;  // not absl::Mutex: TSan cannot see into Debian's Abseil
   absl::flat_hash_map<std::string, int> run_counts ABSL_GUARDED_BY(mu);
   std::vector<std::string> order ABSL_GUARDED_BY(mu);
+  std::condition_variable pair_arrived;  // with mu
+  int pair_arrivals ABSL_GUARDED_BY(mu) = 0;
 };
 
 void RegisterTestOps();
@@ -59,6 +66,7 @@ void RegisterTestOps();
 Output TestCount(Graph& g, std::vector<Output> inputs = {},
                  std::vector<Operation> control_inputs = {},
                  std::string name = "");
+Output TestPair(Graph& g, std::vector<Output> inputs, std::string name);
 Output TestFail(Graph& g, std::vector<Output> inputs = {},
                 std::string name = "");
 Output TestThrow(Graph& g, std::string name = "");
