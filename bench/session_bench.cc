@@ -10,8 +10,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -193,6 +195,75 @@ void BM_Baseline_FanOut_TwoThreads(benchmark::State& state) {
   helper.join();
 }
 BENCHMARK(BM_Baseline_FanOut_TwoThreads)->Arg(64)->UseRealTime();
+
+// The fan-out by hand in the executor's shape: the benchmark's thread hands
+// each iteration to two worker threads and sleeps until the last of them
+// has summed the products, as a caller's event loop sleeps while a run is
+// on the pool. Between iterations the workers sleep too, on a condition
+// variable. Nothing else is paid (no graph, no allocation, no queue), so
+// this is what any design whose threads sleep between runs can reach on
+// the machine; on a VM, where waking a sleeping thread costs tens of µs,
+// it sits well above BM_Baseline_FanOut_TwoThreads. A reference, not a
+// baseline of the targets.
+void BM_Baseline_FanOut_SleepingThreads(benchmark::State& state) {
+  const int width = static_cast<int>(state.range(0));
+  std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
+  std::vector<EigenMatrix<float>> products(
+      width, EigenMatrix<float>(kFanOutSize, kFanOutSize));
+  EigenMatrix<float> sum(kFanOutSize, kFanOutSize);
+  std::mutex mu;
+  std::condition_variable work_ready;  // workers wait for a new iteration
+  std::condition_variable sum_ready;   // the benchmark's thread waits here
+  int64_t iteration = 0;               // all guarded by mu
+  int64_t summed = 0;
+  int workers_left = 0;
+  bool quit = false;
+  auto worker = [&](int first) {
+    for (int64_t done = 0;;) {
+      {
+        std::unique_lock lock(mu);
+        work_ready.wait(lock, [&] { return quit || iteration > done; });
+        if (quit) return;
+        done = iteration;
+      }
+      for (int i = first; i < width; i += 2) {
+        products[i].noalias() =
+            MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
+      }
+      bool last;
+      {
+        std::lock_guard lock(mu);
+        last = --workers_left == 0;
+      }
+      if (!last) continue;
+      sum = products[0];  // the last worker sums, as the executor's would
+      for (int i = 1; i < width; ++i) sum += products[i];
+      {
+        std::lock_guard lock(mu);
+        summed = done;
+      }
+      sum_ready.notify_one();
+    }
+  };
+  std::thread even(worker, 0);
+  std::thread odd(worker, 1);
+  for (auto _ : state) {
+    std::unique_lock lock(mu);
+    workers_left = 2;
+    const int64_t this_iteration = ++iteration;
+    work_ready.notify_all();
+    sum_ready.wait(lock, [&] { return summed == this_iteration; });
+    benchmark::DoNotOptimize(sum.data());
+  }
+  {
+    std::lock_guard lock(mu);
+    quit = true;
+  }
+  work_ready.notify_all();
+  even.join();
+  odd.join();
+}
+BENCHMARK(BM_Baseline_FanOut_SleepingThreads)->Arg(64)->UseRealTime();
 
 }  // namespace
 }  // namespace cosession
