@@ -1,5 +1,8 @@
 #include "async/runtime.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
@@ -7,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace cosession {
 namespace {
@@ -19,7 +23,45 @@ int ResolveThreads(int requested) {
 Runtime::Runtime(RuntimeOptions options)
     : options_(options),
       num_threads_(ResolveThreads(options.num_threads)),
-      pool_(static_cast<size_t>(num_threads_)) {}
+      pool_(static_cast<size_t>(num_threads_)) {
+  if (options_.pin_threads) PinThreads();
+}
+
+void Runtime::PinThreads() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) != 0) return;
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
+  }
+  if (cpus.empty()) return;
+  // One task per thread. The pool is new and has nothing else to run, so
+  // the tasks, each waiting until all have started, land on distinct
+  // threads: every thread takes one before any of them can finish.
+  std::mutex mu;
+  std::condition_variable all_started;
+  std::condition_variable all_done;
+  int started = 0;
+  int done = 0;
+  for (int i = 0; i < num_threads_; ++i) {
+    boost::asio::post(pool_, [&] {
+      std::unique_lock lock(mu);
+      const int cpu = cpus[static_cast<size_t>(started) % cpus.size()];
+      if (++started == num_threads_) all_started.notify_all();
+      all_started.wait(lock, [&] { return started == num_threads_; });
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) {
+        pinned_cpus_.push_back(cpu);
+      }
+      if (++done == num_threads_) all_done.notify_one();
+    });
+  }
+  std::unique_lock lock(mu);
+  all_done.wait(lock, [&] { return done == num_threads_; });
+}
 
 Runtime::~Runtime() { pool_.join(); }
 

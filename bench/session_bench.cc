@@ -120,7 +120,9 @@ std::vector<Tensor> RandomMatrices(int count, int64_t n) {
 
 constexpr int64_t kFanOutSize = 64;
 
-void BM_Executor_FanOut(benchmark::State& state) {
+// `width` products of kFanOutSize-square matrices joined by AddN, run on
+// `runtime`.
+void RunFanOut(benchmark::State& state, Runtime& runtime) {
   const int width = static_cast<int>(state.range(0));
   std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
   Graph g;
@@ -131,10 +133,22 @@ void BM_Executor_FanOut(benchmark::State& state) {
   }
   Output sum = ops::AddN(g, products);
   g.Finalize();
-  Session session(g);
+  Session session(g, runtime);
   RunCoroutine(RunLoop(state, session, {.fetches = {sum}}));
 }
+
+void BM_Executor_FanOut(benchmark::State& state) {
+  RunFanOut(state, Runtime::Default());
+}
 BENCHMARK(BM_Executor_FanOut)->Arg(64)->UseRealTime();
+
+// The same on a runtime whose pool threads are bound one to each CPU
+// (RuntimeOptions::pin_threads).
+void BM_Executor_FanOut_PinnedPool(benchmark::State& state) {
+  Runtime runtime({.pin_threads = true});
+  RunFanOut(state, runtime);
+}
+BENCHMARK(BM_Executor_FanOut_PinnedPool)->Arg(64)->UseRealTime();
 
 void BM_Baseline_FanOut(benchmark::State& state) {
   const int width = static_cast<int>(state.range(0));

@@ -1,15 +1,18 @@
 // Runtime::ParallelFor (intra-op parallelism for kernels): the pieces cover
 // the range exactly once, small loops stay on the caller, big ones use the
 // pool, and a pool whose threads are all busy makes the loop serial, never
-// stuck.
+// stuck. RuntimeOptions::pin_threads binds each pool thread to its own CPU.
 #include "async/runtime.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <set>
@@ -123,6 +126,99 @@ TEST(RuntimeParallelFor, ABusyPoolMakesTheLoopSerialNotStuck) {
   // Every piece ran on this thread: the pool never got to them.
   EXPECT_EQ(calls.threads.size(), 1u);
   EXPECT_EQ(calls.threads.count(std::this_thread::get_id()), 1u);
+}
+
+std::set<int> CpusOf(const cpu_set_t& set) {
+  std::set<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.insert(cpu);
+  }
+  return cpus;
+}
+
+std::set<int> ProcessCpus() {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  EXPECT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  return CpusOf(allowed);
+}
+
+// The CPU mask of each of the runtime's `threads` pool threads, read on the
+// threads themselves: `threads` tasks that each wait until all have started
+// run on distinct threads. Empty if they did not all start within 20 s.
+std::vector<std::set<int>> PoolThreadMasks(Runtime& runtime, int threads) {
+  std::mutex mu;
+  std::condition_variable changed;
+  int started = 0;
+  std::vector<std::set<int>> masks;
+  for (int i = 0; i < threads; ++i) {
+    boost::asio::post(runtime.executor(), [&] {
+      std::unique_lock lock(mu);
+      ++started;
+      changed.notify_all();
+      if (!changed.wait_for(lock, std::chrono::seconds(20),
+                            [&] { return started == threads; })) {
+        return;
+      }
+      cpu_set_t mask;
+      CPU_ZERO(&mask);
+      pthread_getaffinity_np(pthread_self(), sizeof(mask), &mask);
+      masks.push_back(CpusOf(mask));
+      changed.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  if (!changed.wait_for(lock, std::chrono::seconds(20), [&] {
+        return static_cast<int>(masks.size()) == threads;
+      })) {
+    masks.clear();
+  }
+  return masks;
+}
+
+TEST(RuntimePinThreads, EachPoolThreadIsBoundToItsOwnCpuOfTheProcess) {
+  const std::set<int> allowed = ProcessCpus();
+  const int threads = std::min<int>(static_cast<int>(allowed.size()), 4);
+  Runtime runtime({.num_threads = threads, .pin_threads = true});
+  const std::vector<int>& pinned = runtime.pinned_cpus();
+  ASSERT_EQ(pinned.size(), static_cast<size_t>(threads));
+  const std::set<int> distinct(pinned.begin(), pinned.end());
+  EXPECT_EQ(distinct.size(), pinned.size());
+  for (int cpu : pinned) EXPECT_EQ(allowed.count(cpu), 1u) << cpu;
+
+  std::vector<std::set<int>> masks = PoolThreadMasks(runtime, threads);
+  ASSERT_EQ(masks.size(), static_cast<size_t>(threads));
+  std::set<int> bound_to;
+  for (const std::set<int>& mask : masks) {
+    ASSERT_EQ(mask.size(), 1u);
+    bound_to.insert(*mask.begin());
+  }
+  EXPECT_EQ(bound_to, distinct);
+
+  // Still a working pool.
+  Calls calls;
+  runtime.ParallelFor(1000, 1000,
+                      [&](int64_t b, int64_t e) { calls.Add(b, e); });
+  ExpectExactCover(calls.ranges, 1000);
+}
+
+TEST(RuntimePinThreads, MoreThreadsThanCpusWrapAround) {
+  const std::set<int> allowed = ProcessCpus();
+  const int threads = static_cast<int>(allowed.size()) + 1;
+  Runtime runtime({.num_threads = threads, .pin_threads = true});
+  const std::vector<int>& pinned = runtime.pinned_cpus();
+  ASSERT_EQ(pinned.size(), static_cast<size_t>(threads));
+  // Every CPU of the process got a thread, one of them two.
+  EXPECT_EQ(std::set<int>(pinned.begin(), pinned.end()), allowed);
+}
+
+TEST(RuntimePinThreads, ThreadsAreNotBoundByDefault) {
+  const std::set<int> allowed = ProcessCpus();
+  Runtime runtime({.num_threads = 2});
+  EXPECT_TRUE(runtime.pinned_cpus().empty());
+  std::vector<std::set<int>> masks = PoolThreadMasks(runtime, 2);
+  ASSERT_EQ(masks.size(), 2u);
+  for (const std::set<int>& mask : masks) EXPECT_EQ(mask, allowed);
 }
 
 }  // namespace
