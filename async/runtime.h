@@ -37,7 +37,7 @@ struct RuntimeOptions {
   // that the kernel cannot pack the pool onto fewer cores than it has
   // threads. The project's VMs boot with sched_vcpu_pack, and there a
   // process whose two pool threads share one vCPU runs a 64-product fan-out
-  // ~40 % slower for its whole life. Off by default: binding is the
+  // 30-45 % slower for its whole life. Off by default: binding is the
   // deployment's call (several processes, cpusets); the caller's threads
   // are never bound.
   bool pin_threads = false;
