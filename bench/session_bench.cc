@@ -166,6 +166,32 @@ void BM_Baseline_FanOut(benchmark::State& state) {
 }
 BENCHMARK(BM_Baseline_FanOut)->Arg(64)->UseRealTime();
 
+// The fan-out's data for the hand-written two-thread references: each
+// product keeps its own buffer, so two threads can fill them at once.
+class FanOutByHand {
+ public:
+  explicit FanOutByHand(int width)
+      : lhs_(RandomMatrices(width + 1, kFanOutSize)),
+        products_(width, EigenMatrix<float>(kFanOutSize, kFanOutSize)) {}
+
+  // Computes products first, first + 2, first + 4, ...
+  void MultiplyEveryOther(int first) {
+    for (size_t i = static_cast<size_t>(first); i < products_.size(); i += 2) {
+      products_[i].noalias() =
+          MatrixMap<float>(lhs_[i]) * MatrixMap<float>(lhs_.back());
+    }
+  }
+
+  void Sum(EigenMatrix<float>& sum) const {
+    sum = products_[0];
+    for (size_t i = 1; i < products_.size(); ++i) sum += products_[i];
+  }
+
+ private:
+  std::vector<Tensor> lhs_;
+  std::vector<EigenMatrix<float>> products_;
+};
+
 // What two threads can do by hand: a helper thread that never sleeps (it
 // spins on an atomic between iterations) computes every other product, the
 // benchmark's thread the rest, then sums all of them. The products keep
@@ -173,16 +199,8 @@ BENCHMARK(BM_Baseline_FanOut)->Arg(64)->UseRealTime();
 // reference for BM_Executor_FanOut, which pays for waking pool threads,
 // allocation and scheduling; not a baseline of the targets.
 void BM_Baseline_FanOut_TwoThreads(benchmark::State& state) {
-  const int width = static_cast<int>(state.range(0));
-  std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
-  std::vector<EigenMatrix<float>> products(
-      width, EigenMatrix<float>(kFanOutSize, kFanOutSize));
-  auto multiply_every_other = [&](int first) {
-    for (int i = first; i < width; i += 2) {
-      products[i].noalias() =
-          MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
-    }
-  };
+  FanOutByHand fan_out(static_cast<int>(state.range(0)));
+  EigenMatrix<float> sum(kFanOutSize, kFanOutSize);
   std::atomic<int64_t> started{0};   // iterations handed to the helper
   std::atomic<int64_t> finished{0};  // iterations the helper finished
   std::atomic<bool> quit{false};
@@ -191,18 +209,17 @@ void BM_Baseline_FanOut_TwoThreads(benchmark::State& state) {
       while (started.load(std::memory_order_acquire) == done) {
         if (quit.load(std::memory_order_relaxed)) return;
       }
-      multiply_every_other(1);
+      fan_out.MultiplyEveryOther(1);
       finished.store(++done, std::memory_order_release);
     }
   });
   int64_t iteration = 0;
   for (auto _ : state) {
     started.store(++iteration, std::memory_order_release);
-    multiply_every_other(0);
+    fan_out.MultiplyEveryOther(0);
     while (finished.load(std::memory_order_acquire) != iteration) {
     }
-    EigenMatrix<float> sum = products[0];
-    for (int i = 1; i < width; ++i) sum += products[i];
+    fan_out.Sum(sum);
     benchmark::DoNotOptimize(sum.data());
   }
   quit.store(true, std::memory_order_relaxed);
@@ -220,10 +237,7 @@ BENCHMARK(BM_Baseline_FanOut_TwoThreads)->Arg(64)->UseRealTime();
 // it sits well above BM_Baseline_FanOut_TwoThreads. A reference, not a
 // baseline of the targets.
 void BM_Baseline_FanOut_SleepingThreads(benchmark::State& state) {
-  const int width = static_cast<int>(state.range(0));
-  std::vector<Tensor> lhs = RandomMatrices(width + 1, kFanOutSize);
-  std::vector<EigenMatrix<float>> products(
-      width, EigenMatrix<float>(kFanOutSize, kFanOutSize));
+  FanOutByHand fan_out(static_cast<int>(state.range(0)));
   EigenMatrix<float> sum(kFanOutSize, kFanOutSize);
   std::mutex mu;
   std::condition_variable work_ready;  // workers wait for a new iteration
@@ -240,18 +254,14 @@ void BM_Baseline_FanOut_SleepingThreads(benchmark::State& state) {
         if (quit) return;
         done = iteration;
       }
-      for (int i = first; i < width; i += 2) {
-        products[i].noalias() =
-            MatrixMap<float>(lhs[i]) * MatrixMap<float>(lhs.back());
-      }
+      fan_out.MultiplyEveryOther(first);
       bool last;
       {
         std::lock_guard lock(mu);
         last = --workers_left == 0;
       }
       if (!last) continue;
-      sum = products[0];  // the last worker sums, as the executor's would
-      for (int i = 1; i < width; ++i) sum += products[i];
+      fan_out.Sum(sum);  // the last worker sums, as the executor's would
       {
         std::lock_guard lock(mu);
         summed = done;
