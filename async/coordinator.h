@@ -92,7 +92,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "async/detail/completion.h"
+#include "async/completion.h"
 
 namespace cosession {
 
@@ -144,8 +144,8 @@ class Coordinator {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartWaitForStop(
               std::move(state), slot,
-              detail::PostToHandler<absl::Status>(
-                  std::move(handler), [](absl::Status s) { return s; }));
+              PostToHandler<absl::Status>(std::move(handler),
+                                          [](absl::Status s) { return s; }));
         },
         token, state_);
   }
@@ -193,7 +193,7 @@ class Coordinator {
            std::chrono::nanoseconds grace_period) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartJoin(std::move(state), grace_period, slot,
-                    detail::PostToHandler<absl::Status>(
+                    PostToHandler<absl::Status>(
                         std::move(handler), [](absl::Status s) { return s; }));
         },
         token, state_, grace_period);

@@ -20,6 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "async/async_kernel.h"
 #include "async/detail/cancellation.h"
 #include "graph/status.h"
 
@@ -102,7 +103,16 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     step_of[id] = static_cast<int>(plan->steps_.size());
     plan->steps_.push_back(Step{node, &node->op_def(), slot, {}, {}, 0});
     slot += node->num_outputs();
-    if (node->op_def().async_kernel) plan->has_async_ = true;
+    if (node->op_def().async_kernel) {
+      if (dynamic_cast<const CoroutineKernel*>(
+              node->op_def().async_kernel.get()) == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Op '", node->name(), "' (", node->type(),
+                         ") has an async kernel that is not a CoroutineKernel "
+                         "(async/async_kernel.h)"));
+      }
+      plan->has_async_ = true;
+    }
   }
   plan->first_feed_slot_ = slot;
   plan->num_slots_ = slot + static_cast<int>(feeds.size());
@@ -498,7 +508,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
     const auto start = std::chrono::steady_clock::now();
     absl::Status status;
     try {
-      status = co_await step.op->async_kernel(ctx);
+      status =
+          co_await static_cast<const CoroutineKernel&>(*step.op->async_kernel)
+              .Run(ctx);
     } catch (const boost::system::system_error& e) {
       status = detail::IsCancellation(e.code())
                    ? absl::CancelledError(absl::StrCat(

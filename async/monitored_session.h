@@ -260,8 +260,8 @@ class MonitoredSession {
               boost::asio::get_associated_executor(handler, executor_);
           StartStepFn(
               std::move(fn), slot, executor,
-              detail::PostToHandler<absl::Status>(
-                  std::move(handler), [](absl::Status s) { return s; }));
+              PostToHandler<absl::Status>(std::move(handler),
+                                          [](absl::Status s) { return s; }));
         },
         token, std::move(fn));
   }
@@ -281,7 +281,7 @@ class MonitoredSession {
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
           StartClose(slot, executor,
-                     detail::PostToHandler<absl::Status>(
+                     PostToHandler<absl::Status>(
                          std::move(handler), [](absl::Status s) { return s; }));
         },
         token);
@@ -319,8 +319,8 @@ class MonitoredSession {
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
           StartRun(std::move(args), mode, first_attempt, slot, executor,
-                   detail::PostToHandler<RunResult>(
-                       std::move(handler), [](RunResult r) { return r; }));
+                   PostToHandler<RunResult>(std::move(handler),
+                                            [](RunResult r) { return r; }));
         },
         token, std::move(args), mode, first_attempt);
   }

@@ -43,7 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "async/detail/completion.h"
+#include "async/completion.h"
 #include "async/executor.h"
 #include "async/run_args.h"
 #include "async/runtime.h"
@@ -80,7 +80,7 @@ class Session {
            RunArgs args) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartRun(std::move(state), std::move(args), slot,
-                   detail::PostToHandler<RunWithMetadataResult>(
+                   PostToHandler<RunWithMetadataResult>(
                        std::move(handler),
                        [](RunWithMetadataResult result) -> RunResult {
                          if (!result.ok()) return std::move(result).status();
@@ -101,7 +101,7 @@ class Session {
            RunArgs args) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartRun(std::move(state), std::move(args), slot,
-                   detail::PostToHandler<RunWithMetadataResult>(
+                   PostToHandler<RunWithMetadataResult>(
                        std::move(handler),
                        [](RunWithMetadataResult result) { return result; }));
         },
@@ -134,7 +134,7 @@ class Session {
            const RunArgs* args) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartRun(std::move(state), *args, slot,
-                   detail::PostToHandler<RunWithMetadataResult>(
+                   PostToHandler<RunWithMetadataResult>(
                        std::move(handler),
                        [](RunWithMetadataResult result) { return result; }));
         },

@@ -17,7 +17,7 @@
 #include "async/session.h"
 #include "bench/bench_util.h"
 #include "graph/ops.h"
-#include "hooks/saver.h"
+#include "io/saver.h"
 
 namespace cosession {
 namespace {

@@ -14,7 +14,7 @@
 #include "async/monitored_session.h"
 #include "bench/bench_util.h"
 #include "graph/ops.h"
-#include "hooks/monitored_training_session.h"
+#include "training/monitored_training_session.h"
 
 namespace cosession {
 namespace {

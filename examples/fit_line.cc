@@ -18,9 +18,9 @@
 
 #include "graph/ops.h"
 #include "hooks/logging_tensor_hook.h"
-#include "hooks/monitored_training_session.h"
 #include "hooks/nan_tensor_hook.h"
 #include "hooks/profiler_hook.h"
+#include "training/monitored_training_session.h"
 
 namespace asio = boost::asio;
 using namespace cosession;

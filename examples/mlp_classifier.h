@@ -11,9 +11,9 @@
 // named "layer<k>/weights" and "layer<k>/biases" (k from 1).
 //
 // `features` and `labels` may be the outputs of an input pipeline
-// (async/dataset_iterator.h) or placeholders. To evaluate on other data, feed
-// those same tensors: a fed tensor cuts the graph, so the pipeline does not
-// run for that step.
+// (pipeline/dataset_iterator.h) or placeholders. To evaluate on other data,
+// feed those same tensors: a fed tensor cuts the graph, so the pipeline does
+// not run for that step.
 //
 // Errors: InvalidArgument naming the option (no layers, a size < 1, an
 // unknown optimizer, a non-positive learning rate) or the input (features not

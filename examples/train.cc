@@ -38,18 +38,18 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "async/dataset.h"
-#include "async/dataset_iterator.h"
 #include "async/monitored_session.h"
 #include "examples/mlp_classifier.h"
 #include "graph/ops.h"
 #include "graph/status.h"
-#include "hooks/dataset_hook.h"
 #include "hooks/logging_tensor_hook.h"
-#include "hooks/monitored_training_session.h"
 #include "hooks/nan_tensor_hook.h"
 #include "hooks/profiler_hook.h"
 #include "hooks/progress_hook.h"
+#include "pipeline/dataset.h"
+#include "pipeline/dataset_iterator.h"
+#include "training/dataset_hook.h"
+#include "training/monitored_training_session.h"
 
 ABSL_FLAG(std::string, data, COSESSION_DIGITS_CSV,
           "The digits CSV (plain or gzip): 64 pixel columns, then the label");

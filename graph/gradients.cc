@@ -14,28 +14,6 @@
 namespace cosession {
 namespace {
 
-// Which inputs of the op being differentiated the running Gradients() call
-// uses; nullptr outside a call. Per thread, so concurrent Gradients() calls
-// on different graphs do not see each other's.
-thread_local const std::vector<bool>* wanted_inputs = nullptr;
-
-// Sets wanted_inputs for the duration of one gradient function call
-// (restoring the previous value, in case a gradient function differentiates
-// a subgraph of its own).
-class WantedInputsScope {
- public:
-  explicit WantedInputsScope(const std::vector<bool>* wanted)
-      : previous_(wanted_inputs) {
-    wanted_inputs = wanted;
-  }
-  WantedInputsScope(const WantedInputsScope&) = delete;
-  WantedInputsScope& operator=(const WantedInputsScope&) = delete;
-  ~WantedInputsScope() { wanted_inputs = previous_; }
-
- private:
-  const std::vector<bool>* previous_;
-};
-
 // InvalidArgument unless `t` is a float or double tensor of `g`.
 absl::Status CheckDifferentiable(const Graph& g, const Output& t,
                                  absl::string_view what, size_t i) {
@@ -210,8 +188,7 @@ absl::StatusOr<std::vector<Output>> BuildGradients(
     }
     absl::StatusOr<std::vector<Output>> input_grads;
     try {
-      WantedInputsScope scope(&wanted);
-      input_grads = gradient(g, op, output_grads);
+      input_grads = gradient(g, op, output_grads, WantedInputs(wanted));
     } catch (const StatusError& e) {
       return InOpGradient(op, e.status());
     }
@@ -251,12 +228,6 @@ absl::StatusOr<std::vector<Output>> Gradients(
   } catch (const StatusError& e) {
     return e.status();
   }
-}
-
-bool GradientWanted(int input) {
-  if (wanted_inputs == nullptr) return true;
-  return input >= 0 && input < static_cast<int>(wanted_inputs->size()) &&
-         (*wanted_inputs)[input];
 }
 
 }  // namespace cosession

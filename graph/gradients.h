@@ -53,14 +53,6 @@ absl::StatusOr<std::vector<Output>> Gradients(
     Graph& g, absl::Span<const Output> ys, absl::Span<const Output> xs,
     absl::Span<const Output> grad_ys = {});
 
-// For gradient functions (OpDef::gradient): whether the running Gradients()
-// call uses the gradient of input `input` of the op being differentiated.
-// When false the function may return an invalid Output for it instead of
-// building ops nobody runs; that is how the gradient w.r.t. a first layer's
-// input batch is never built. True outside a Gradients() call. (A flag of
-// the calling thread, because GradientFn's signature has no room for it.)
-bool GradientWanted(int input);
-
 }  // namespace cosession
 
 #endif  // COSESSION_GRAPH_GRADIENTS_H_

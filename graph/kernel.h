@@ -4,11 +4,9 @@
 //   * a SyncKernel: a plain function that reads its inputs and sets every
 //     output before returning. It must not block on other ops or I/O. Long
 //     loops may poll stop_requested() to give up early.
-//   * an AsyncKernel: a coroutine, for ops that wait (on I/O, a channel, a
-//     timer). It runs on the session runtime's pool without holding a thread
-//     while it waits, and is cancelled (Asio terminal cancellation through the
-//     coroutine's cancellation state) when the run stops: it must let its
-//     waits be cancelled and then return promptly.
+//   * an AsyncKernel: for ops that wait (on I/O, a channel, a timer). graph/
+//     only carries it: its body is a coroutine, defined and run by the async
+//     layer (async/async_kernel.h), which documents how it is cancelled.
 // A kernel reports failure by returning a non-OK status; an exception that
 // escapes a kernel is turned into an Internal status naming the op.
 //
@@ -23,7 +21,6 @@
 #define COSESSION_GRAPH_KERNEL_H_
 
 #include <atomic>
-#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <functional>
 
@@ -95,8 +92,13 @@ class KernelContext {
 };
 
 using SyncKernel = std::function<absl::Status(KernelContext&)>;
-using AsyncKernel =
-    std::function<boost::asio::awaitable<absl::Status>(KernelContext&)>;
+// The kernel of an op that waits. An opaque handle here, so that graph/
+// needs no Asio: async/async_kernel.h defines the one implementation
+// (CoroutineKernel) and the executor runs it.
+class AsyncKernel {
+ public:
+  virtual ~AsyncKernel() = default;
+};
 
 // Estimated work of one execution, in "element operations" (a float add is
 // 1, a multiply-add of a MatMul is 1). The executor runs ops whose estimate is

@@ -2,7 +2,7 @@
 // graph/gradients.h for which, and the contract of GradientFn in
 // graph/op_registry.h), set by RegisterGradients.
 //
-// Each function builds only the gradients GradientWanted() asks for, and
+// Each function builds only the gradients `wanted` asks for, and
 // returns an invalid Output for the others. An invalid output gradient means
 // zero (Gradients() calls a function only when at least one is valid).
 #include <algorithm>
@@ -38,8 +38,8 @@ Output ScalarOf(Graph& g, DType dtype, double value) {
 
 // `make()` when the caller wants the gradient of input `i`, else none.
 template <typename Fn>
-Output IfWanted(int i, Fn&& make) {
-  return GradientWanted(i) ? make() : Output();
+Output IfWanted(const WantedInputs& wanted, int i, Fn&& make) {
+  return wanted[i] ? make() : Output();
 }
 
 // ---- Broadcasting ----
@@ -88,91 +88,105 @@ Output ReduceToInput(Graph& g, Output grad, Output x, Output other) {
 
 // ---- Elementwise binary ops ----
 
-GradientResult AddGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult AddGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs& wanted) {
   const Output x = op.input(0), y = op.input(1);
   return std::vector<Output>{
-      IfWanted(0, [&] { return ReduceToInput(g, dz[0], x, y); }),
-      IfWanted(1, [&] { return ReduceToInput(g, dz[0], y, x); })};
+      IfWanted(wanted, 0, [&] { return ReduceToInput(g, dz[0], x, y); }),
+      IfWanted(wanted, 1, [&] { return ReduceToInput(g, dz[0], y, x); })};
 }
 
-GradientResult SubGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult SubGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs& wanted) {
   const Output x = op.input(0), y = op.input(1);
   return std::vector<Output>{
-      IfWanted(0, [&] { return ReduceToInput(g, dz[0], x, y); }),
+      IfWanted(wanted, 0, [&] { return ReduceToInput(g, dz[0], x, y); }),
       // Negated after the reduction, on fewer elements.
-      IfWanted(1, [&] { return ops::Neg(g, ReduceToInput(g, dz[0], y, x)); })};
+      IfWanted(wanted, 1,
+               [&] { return ops::Neg(g, ReduceToInput(g, dz[0], y, x)); })};
 }
 
-GradientResult MulGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult MulGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs& wanted) {
   const Output x = op.input(0), y = op.input(1);
   return std::vector<Output>{
-      IfWanted(0,
+      IfWanted(wanted, 0,
                [&] { return ReduceToInput(g, ops::Mul(g, dz[0], y), x, y); }),
-      IfWanted(1,
+      IfWanted(wanted, 1,
                [&] { return ReduceToInput(g, ops::Mul(g, dz[0], x), y, x); })};
 }
 
 // z = x / y: dx = dz / y, dy = -dz * x / y^2 = -dz * z / y.
-GradientResult DivGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult DivGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs& wanted) {
   const Output x = op.input(0), y = op.input(1), z = OutputOf(op, 0);
   return std::vector<Output>{
-      IfWanted(0,
+      IfWanted(wanted, 0,
                [&] { return ReduceToInput(g, ops::Div(g, dz[0], y), x, y); }),
-      IfWanted(1, [&] {
+      IfWanted(wanted, 1, [&] {
         return ops::Neg(
             g, ReduceToInput(g, ops::Div(g, ops::Mul(g, dz[0], z), y), y, x));
       })};
 }
 
-GradientResult MaximumGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult MaximumGrad(Graph& g, const Node& op, OutputGrads dz,
+                           const WantedInputs& wanted) {
   const Output x = op.input(0), y = op.input(1);
   const std::vector<Output> split = ops::MaximumGrad(g, dz[0], x, y);
   return std::vector<Output>{
-      IfWanted(0, [&] { return ReduceToInput(g, split[0], x, y); }),
-      IfWanted(1, [&] { return ReduceToInput(g, split[1], y, x); })};
+      IfWanted(wanted, 0, [&] { return ReduceToInput(g, split[0], x, y); }),
+      IfWanted(wanted, 1, [&] { return ReduceToInput(g, split[1], y, x); })};
 }
 
 // ---- Elementwise unary ops ----
 
-GradientResult IdentityGrad(Graph&, const Node&, OutputGrads dz) {
+GradientResult IdentityGrad(Graph&, const Node&, OutputGrads dz,
+                            const WantedInputs&) {
   return std::vector<Output>{dz[0]};
 }
 
-GradientResult NegGrad(Graph& g, const Node&, OutputGrads dz) {
+GradientResult NegGrad(Graph& g, const Node&, OutputGrads dz,
+                       const WantedInputs&) {
   return std::vector<Output>{ops::Neg(g, dz[0])};
 }
 
-GradientResult SquareGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult SquareGrad(Graph& g, const Node& op, OutputGrads dz,
+                          const WantedInputs&) {
   const Output x = op.input(0);
   return std::vector<Output>{
       ops::Mul(g, dz[0], ops::Mul(g, ScalarOf(g, x.dtype(), 2.0), x))};
 }
 
 // y = sqrt(x): dx = dz / (2 y).
-GradientResult SqrtGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult SqrtGrad(Graph& g, const Node& op, OutputGrads dz,
+                        const WantedInputs&) {
   const Output y = OutputOf(op, 0);
   return std::vector<Output>{
       ops::Div(g, ops::Mul(g, dz[0], ScalarOf(g, y.dtype(), 0.5)), y)};
 }
 
-GradientResult ExpGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult ExpGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs&) {
   const Output y = OutputOf(op, 0);
   return std::vector<Output>{ops::Mul(g, dz[0], y)};
 }
 
-GradientResult LogGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult LogGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs&) {
   return std::vector<Output>{ops::Div(g, dz[0], op.input(0))};
 }
 
 // The fused activation gradients take the activation's output.
 template <Output (*kFusedGrad)(Graph&, Output, Output, std::string)>
-GradientResult ActivationGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult ActivationGrad(Graph& g, const Node& op, OutputGrads dz,
+                              const WantedInputs&) {
   const Output y = OutputOf(op, 0);
   return std::vector<Output>{kFusedGrad(g, dz[0], y, "")};
 }
 
 // Only between float and double: integers carry no gradient.
-GradientResult CastGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult CastGrad(Graph& g, const Node& op, OutputGrads dz,
+                        const WantedInputs&) {
   const DType from = op.input(0).dtype();
   if (!IsFloating(from) || !IsFloating(op.output_dtype(0))) {
     return std::vector<Output>{Output()};
@@ -182,10 +196,11 @@ GradientResult CastGrad(Graph& g, const Node& op, OutputGrads dz) {
 
 // ---- AddN, MatMul ----
 
-GradientResult AddNGrad(Graph&, const Node& op, OutputGrads dz) {
+GradientResult AddNGrad(Graph&, const Node& op, OutputGrads dz,
+                        const WantedInputs& wanted) {
   std::vector<Output> grads(op.num_inputs());
   for (int i = 0; i < op.num_inputs(); ++i) {
-    if (GradientWanted(i)) grads[i] = dz[0];
+    if (wanted[i]) grads[i] = dz[0];
   }
   return grads;
 }
@@ -196,7 +211,8 @@ GradientResult AddNGrad(Graph&, const Node& op, OutputGrads dz) {
 //   z = a b^T   : da = dz b,       db = dz^T a
 //   z = a^T b   : da = b dz^T,     db = a dz
 //   z = a^T b^T : da = b^T dz^T,   db = dz^T a^T
-GradientResult MatMulGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult MatMulGrad(Graph& g, const Node& op, OutputGrads dz,
+                          const WantedInputs& wanted) {
   const Output a = op.input(0), b = op.input(1), d = dz[0];
   const bool ta = op.attr<bool>("transpose_a");
   const bool tb = op.attr<bool>("transpose_b");
@@ -205,36 +221,39 @@ GradientResult MatMulGrad(Graph& g, const Node& op, OutputGrads dz) {
   };
   Output da, db;
   if (!ta && !tb) {
-    da = IfWanted(0, [&] { return matmul(d, b, false, true); });
-    db = IfWanted(1, [&] { return matmul(a, d, true, false); });
+    da = IfWanted(wanted, 0, [&] { return matmul(d, b, false, true); });
+    db = IfWanted(wanted, 1, [&] { return matmul(a, d, true, false); });
   } else if (!ta && tb) {
-    da = IfWanted(0, [&] { return matmul(d, b, false, false); });
-    db = IfWanted(1, [&] { return matmul(d, a, true, false); });
+    da = IfWanted(wanted, 0, [&] { return matmul(d, b, false, false); });
+    db = IfWanted(wanted, 1, [&] { return matmul(d, a, true, false); });
   } else if (ta && !tb) {
-    da = IfWanted(0, [&] { return matmul(b, d, false, true); });
-    db = IfWanted(1, [&] { return matmul(a, d, false, false); });
+    da = IfWanted(wanted, 0, [&] { return matmul(b, d, false, true); });
+    db = IfWanted(wanted, 1, [&] { return matmul(a, d, false, false); });
   } else {
-    da = IfWanted(0, [&] { return matmul(b, d, true, true); });
-    db = IfWanted(1, [&] { return matmul(d, a, true, true); });
+    da = IfWanted(wanted, 0, [&] { return matmul(b, d, true, true); });
+    db = IfWanted(wanted, 1, [&] { return matmul(d, a, true, true); });
   }
   return std::vector<Output>{da, db};
 }
 
 // ---- Reductions ----
 
-GradientResult SumGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult SumGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs&) {
   return std::vector<Output>{ops::SumGrad(g, dz[0], op.input(0),
                                           op.attr<std::vector<int64_t>>("axes"),
                                           op.attr<bool>("keep_dims"))};
 }
 
-GradientResult MeanGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult MeanGrad(Graph& g, const Node& op, OutputGrads dz,
+                        const WantedInputs&) {
   return std::vector<Output>{ops::MeanGrad(
       g, dz[0], op.input(0), op.attr<std::vector<int64_t>>("axes"),
       op.attr<bool>("keep_dims"))};
 }
 
-GradientResult MaxGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult MaxGrad(Graph& g, const Node& op, OutputGrads dz,
+                       const WantedInputs&) {
   return std::vector<Output>{ops::MaxGrad(
       g, dz[0], op.input(0), OutputOf(op, 0),
       op.attr<std::vector<int64_t>>("axes"), op.attr<bool>("keep_dims"))};
@@ -244,7 +263,8 @@ GradientResult MaxGrad(Graph& g, const Node& op, OutputGrads dz) {
 
 // Reshape back to the input's shape: a plain Reshape when at most one of its
 // dimensions is unknown (Reshape infers one -1), else at run time.
-GradientResult ReshapeGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult ReshapeGrad(Graph& g, const Node& op, OutputGrads dz,
+                           const WantedInputs&) {
   const Output x = op.input(0);
   const TensorShape& shape = x.shape();
   int unknown = 0;
@@ -257,7 +277,8 @@ GradientResult ReshapeGrad(Graph& g, const Node& op, OutputGrads dz) {
   return std::vector<Output>{ops::Reshape(g, dz[0], shape)};
 }
 
-GradientResult TransposeGrad(Graph& g, const Node& op, OutputGrads dz) {
+GradientResult TransposeGrad(Graph& g, const Node& op, OutputGrads dz,
+                             const WantedInputs&) {
   const std::vector<int64_t>& perm = op.attr<std::vector<int64_t>>("perm");
   // Reversing the dimensions (empty perm) undoes itself.
   std::vector<int64_t> inverse(perm.size());
@@ -274,7 +295,8 @@ GradientResult TransposeGrad(Graph& g, const Node& op, OutputGrads dz) {
 // the backprop output itself would need the softmax's Hessian, which
 // TensorFlow does not provide for this op either: an error.
 GradientResult SparseSoftmaxCrossEntropyGrad(Graph& g, const Node& op,
-                                             OutputGrads dz) {
+                                             OutputGrads dz,
+                                             const WantedInputs&) {
   if (dz[1].valid()) {
     return absl::InvalidArgumentError(
         "no gradient is defined through output 1 (the backprop) of "

@@ -85,19 +85,42 @@ class InferenceContext {
 
 using ShapeFn = std::function<absl::Status(InferenceContext&)>;
 
+// Which inputs of the op being differentiated the running Gradients() call
+// uses the gradients of. A gradient function may return an invalid Output
+// for the others instead of building ops nobody runs: that is how the
+// gradient w.r.t. a first layer's input batch is never built.
+class WantedInputs {
+ public:
+  // Every input wanted.
+  WantedInputs() = default;
+  explicit WantedInputs(std::vector<bool> wanted)
+      : all_(false), wanted_(std::move(wanted)) {}
+  bool operator[](int input) const {
+    if (all_) return true;
+    return input >= 0 && input < static_cast<int>(wanted_.size()) &&
+           wanted_[input];
+  }
+
+ private:
+  bool all_ = true;
+  std::vector<bool> wanted_;
+};
+
 // Builds the gradients of an op's inputs from the gradients of its outputs
 // (one per output, invalid Output = no gradient), one per input (invalid =
-// none). Set for the differentiable core ops by RegisterGradients; used by
-// Gradients() (graph/gradients.h), which documents the full contract.
+// none; `wanted` says which are used). Set for the differentiable core ops
+// by RegisterGradients; used by Gradients() (graph/gradients.h), which
+// documents the full contract.
 using GradientFn = std::function<absl::StatusOr<std::vector<Output>>(
-    Graph&, const Node& op, absl::Span<const Output> output_gradients)>;
+    Graph&, const Node& op, absl::Span<const Output> output_gradients,
+    const WantedInputs& wanted)>;
 
 struct OpDef {
   std::string name;
   ShapeFn shape_fn;
   // Exactly one of the two kernels is set.
   SyncKernel kernel;
-  AsyncKernel async_kernel;
+  std::shared_ptr<const AsyncKernel> async_kernel;
   // nullptr = the sum of the input element counts.
   CostFn cost = nullptr;
   // Stateful ops (variables, random) are never cached or merged.

@@ -18,7 +18,7 @@
 // first and second moments ("<var>/Adam", "<var>/Adam_1") and Adam's
 // "beta1_power"/"beta2_power" are non-trainable variables of the graph,
 // created by ApplyGradients and initialised by GlobalVariablesInitializer
-// (zeros; the powers to beta1 and beta2). So checkpoints (hooks/saver.h) save
+// (zeros; the powers to beta1 and beta2). So checkpoints (io/saver.h) save
 // and restore them with the model, and a resumed run continues exactly.
 //
 // Errors (absl::Status, never a throw): InvalidArgument naming the optimizer

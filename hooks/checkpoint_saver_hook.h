@@ -27,7 +27,7 @@
 //
 // Where this differs, and why:
 //   * The write runs on the Runtime's pool while training goes on (see
-//     hooks/saver.h: at most one write in flight; a save waits for the one
+//     io/saver.h: at most one write in flight; a save waits for the one
 //     before it). So AfterSave, which promises a finished file, runs once the
 //     write has finished: at the first BeforeRun/AfterRun that finds it done,
 //     at the next save, or at End -- whichever comes first. Set
@@ -58,10 +58,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/clock.h"
-#include "hooks/saver.h"
 #include "hooks/second_or_step_timer.h"
+#include "io/saver.h"
 
 namespace cosession {
 

@@ -42,8 +42,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/clock.h"
 #include "hooks/log_sink.h"
 #include "hooks/second_or_step_timer.h"
 

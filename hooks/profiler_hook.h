@@ -1,6 +1,6 @@
 // ProfilerHook: every save_steps global steps or every save_secs seconds
 // (exactly one) traces one whole step and writes it as Chrome trace JSON
-// (hooks/chrome_trace.h) to `<output_dir>/timeline-<global step>.json`, which
+// (io/chrome_trace.h) to `<output_dir>/timeline-<global step>.json`, which
 // opens in ui.perfetto.dev and chrome://tracing -- as TensorFlow's
 // tf.train.ProfilerHook.
 //
@@ -36,11 +36,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/chrome_trace.h"
-#include "hooks/clock.h"
 #include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
+#include "io/chrome_trace.h"
 
 namespace cosession {
 

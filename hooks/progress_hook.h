@@ -51,8 +51,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/clock.h"
 #include "hooks/second_or_step_timer.h"
 
 namespace cosession {

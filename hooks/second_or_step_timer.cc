@@ -4,15 +4,6 @@
 
 namespace cosession {
 
-Clock& SystemClock() {
-  class RealClock : public Clock {
-   public:
-    absl::Time Now() const override { return absl::Now(); }
-  };
-  static RealClock* clock = new RealClock;
-  return *clock;
-}
-
 absl::StatusOr<SecondOrStepTimer> SecondOrStepTimer::Create(
     std::optional<absl::Duration> every_secs,
     std::optional<int64_t> every_steps, Clock& clock) {

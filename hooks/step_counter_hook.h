@@ -35,11 +35,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/clock.h"
 #include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
-#include "hooks/summary_writer.h"
+#include "io/summary_writer.h"
 
 namespace cosession {
 

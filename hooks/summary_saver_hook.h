@@ -6,7 +6,7 @@
 // (tag, Output) pairs: `scalars` (one-element tensors, written as
 // simple_value) and `histograms` (any tensor, written as HistogramProto).
 // On trigger steps BeforeRun adds them to the step's fetches; AfterRun
-// queues them on the summary writer (hooks/summary_writer.h: the file is
+// queues them on the summary writer (io/summary_writer.h: the file is
 // written off the step path). They are not fetched on other steps, so
 // tensors with side effects run only on trigger steps, as in TensorFlow.
 //
@@ -42,11 +42,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/clock.h"
 #include "hooks/global_step_read.h"
 #include "hooks/second_or_step_timer.h"
-#include "hooks/summary_writer.h"
+#include "io/summary_writer.h"
 
 namespace cosession {
 

@@ -11,6 +11,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 source scripts/env.sh
+# What the build cannot see of the layering (graph/ without Asio, ...).
+bash scripts/check_layers.sh
 
 configs=("$@")
 if ((${#configs[@]} == 0)); then configs=(release asan tsan fuzz); fi

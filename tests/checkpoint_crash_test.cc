@@ -32,8 +32,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ops.h"
-#include "hooks/safetensors.h"
-#include "hooks/saver.h"
+#include "io/safetensors.h"
+#include "io/saver.h"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "hooks/crc32c.h"
+#include "io/crc32c.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // resuming at a batch), and the IteratorGetNext op through a plain Session
 // and a MonitoredSession, including stops while the producer or GetNext
 // waits.
-#include "async/dataset.h"
+#include "pipeline/dataset.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -23,17 +23,17 @@
 #include <vector>
 
 #include "async/coordinator.h"
-#include "async/csv_reader.h"
-#include "async/dataset_iterator.h"
 #include "async/monitored_session.h"
 #include "async/session.h"
 #include "graph/ops.h"
-#include "hooks/dataset_hook.h"
+#include "io/csv_reader.h"
+#include "pipeline/dataset_iterator.h"
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
+#include "training/dataset_hook.h"
 
 namespace cosession::dataset_test {
 namespace {

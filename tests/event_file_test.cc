@@ -13,11 +13,11 @@
 #include <regex>
 #include <thread>
 
-#include "hooks/crc32c.h"
-#include "hooks/event_proto.h"
-#include "hooks/record_reader.h"
-#include "hooks/record_writer.h"
-#include "hooks/summary_writer.h"
+#include "io/crc32c.h"
+#include "io/event_proto.h"
+#include "io/record_reader.h"
+#include "io/record_writer.h"
+#include "io/summary_writer.h"
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 

@@ -866,7 +866,7 @@ void RegisterIdentityWithGradient(const std::string& name,
 TEST(GradientsErrors, AGradientFunctionReturningAWrongShapeIsReported) {
   RegisterIdentityWithGradient(
       "GradientsTestWrongShape",
-      [](Graph& g, const Node&, absl::Span<const Output>) {
+      [](Graph& g, const Node&, absl::Span<const Output>, const WantedInputs&) {
         return absl::StatusOr<std::vector<Output>>(
             std::vector<Output>{ops::Const(g, D({1, 2, 3}, {3}))});
       });
@@ -884,7 +884,8 @@ TEST(GradientsErrors, TheFiniteDifferenceCheckCatchesAWrongGradient) {
   // other tests rely on must fail on it.
   RegisterIdentityWithGradient(
       "GradientsTestDoubledGrad",
-      [](Graph& g, const Node&, absl::Span<const Output> dz) {
+      [](Graph& g, const Node&, absl::Span<const Output> dz,
+         const WantedInputs&) {
         return absl::StatusOr<std::vector<Output>>(
             std::vector<Output>{ops::Add(g, dz[0], dz[0])});
       });

@@ -550,10 +550,7 @@ TEST(GraphOpRegistry, RegisteringADefWithBothKernelsIsInvalidArgument) {
       {.name = "GraphTestBothKernels",
        .shape_fn = OkShape,
        .kernel = OkKernel,
-       .async_kernel =
-           [](KernelContext&) -> boost::asio::awaitable<absl::Status> {
-         co_return absl::OkStatus();
-       }});
+       .async_kernel = std::make_shared<const AsyncKernel>()});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(OpRegistry::Global().Find("GraphTestBothKernels"), nullptr);
 }

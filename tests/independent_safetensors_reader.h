@@ -1,7 +1,7 @@
 // A minimal safetensors reader written for the tests, independent of
-// hooks/safetensors.cc: it reads the 8-byte length and the JSON by hand
+// io/safetensors.cc: it reads the 8-byte length and the JSON by hand
 // (nlohmann), checks that the offsets tile the data section, and checks the
-// CRC-32C with hooks/crc32c.h's reference Crc32c. The tests compare what the
+// CRC-32C with io/crc32c.h's reference Crc32c. The tests compare what the
 // library writes against it, so a bug shared by the library's writer and
 // reader cannot hide.
 #ifndef COSESSION_TESTS_INDEPENDENT_SAFETENSORS_READER_H_
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "hooks/crc32c.h"
+#include "io/crc32c.h"
 
 namespace cosession::testing {
 

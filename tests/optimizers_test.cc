@@ -16,7 +16,7 @@
 #include "graph/graph.h"
 #include "graph/ops.h"
 #include "graph/tensor.h"
-#include "hooks/saver.h"
+#include "io/saver.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"

@@ -1,6 +1,6 @@
 // Saver: files and state file on disk, restore and its validation, fallback
 // to an older checkpoint, retention, and saves that run on the pool.
-#include "hooks/saver.h"
+#include "io/saver.h"
 
 #include <gtest/gtest.h>
 
@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "async/runtime.h"
 #include "graph/ops.h"
-#include "hooks/atomic_file.h"
-#include "hooks/safetensors.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
 #include "tests/co_test.h"
 #include "tests/independent_safetensors_reader.h"
 #include "tests/scratch_dir.h"

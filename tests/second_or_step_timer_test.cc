@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "hooks/clock.h"
+#include "async/clock.h"
 
 namespace cosession::second_or_step_timer_test {
 namespace {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
+#include "async/async_kernel.h"
 #include "graph/op_registry.h"
 #include "graph/status.h"
 #include "tests/test_util.h"
@@ -114,13 +115,14 @@ void RegisterTestOps() {
                              }}));
     ThrowIfError(r.Register({.name = "TestWait",
                              .shape_fn = FloatScalarOutput,
-                             .async_kernel = WaitKernel}));
+                             .async_kernel = MakeAsyncKernel(WaitKernel)}));
     ThrowIfError(r.Register({.name = "TestNever",
                              .shape_fn = FloatScalarOutput,
-                             .async_kernel = NeverKernel}));
-    ThrowIfError(r.Register({.name = "TestAsyncFail",
-                             .shape_fn = FloatScalarOutput,
-                             .async_kernel = AsyncFailKernel}));
+                             .async_kernel = MakeAsyncKernel(NeverKernel)}));
+    ThrowIfError(
+        r.Register({.name = "TestAsyncFail",
+                    .shape_fn = FloatScalarOutput,
+                    .async_kernel = MakeAsyncKernel(AsyncFailKernel)}));
     return true;
   }();
   (void)registered;

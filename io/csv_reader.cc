@@ -1,0 +1,138 @@
+#include "io/csv_reader.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace cosession {
+namespace {
+
+bool IsBlank(char c) { return c == ' ' || c == '\t'; }
+
+absl::string_view Trim(absl::string_view s) {
+  while (!s.empty() && IsBlank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && (IsBlank(s.back()) || s.back() == '\r')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// The number `field` holds, if it holds one (finite, nothing else).
+bool ParseNumber(absl::string_view field, double& value) {
+  absl::string_view s = Trim(field);
+  if (s.empty()) return false;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  if (*begin == '+') ++begin;  // from_chars accepts only '-'
+  if (begin == end) return false;
+  auto [ptr, ec] = std::from_chars(begin, end, value);
+  return ec == std::errc() && ptr == end && std::isfinite(value);
+}
+
+}  // namespace
+
+absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
+                                  absl::string_view source,
+                                  const CsvReadOptions& options) {
+  CsvTable table;
+  table.num_columns = options.num_columns;
+  int64_t line_number = 0;
+  while (!text.empty()) {
+    const size_t eol = text.find('\n');
+    absl::string_view line = text.substr(0, eol);
+    text.remove_prefix(eol == absl::string_view::npos ? text.size() : eol + 1);
+    ++line_number;
+    if (line_number <= options.skip_lines) continue;
+    if (Trim(line).empty()) continue;
+
+    // Split once to count, so a short or long row is reported as such
+    // before any of its fields.
+    int64_t columns = 1;
+    for (char c : line) columns += c == options.delimiter ? 1 : 0;
+    if (table.num_columns == 0) table.num_columns = columns;
+    if (columns != table.num_columns) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ":", line_number, ": expected ",
+                       table.num_columns, " columns, got ", columns));
+    }
+    int64_t column = 0;
+    while (true) {
+      const size_t sep = line.find(options.delimiter);
+      absl::string_view field = line.substr(0, sep);
+      ++column;
+      double value = 0;
+      if (!ParseNumber(field, value)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ":", line_number, ": column ", column, ": '",
+                         Trim(field), "' is not a number"));
+      }
+      table.values.push_back(value);
+      if (sep == absl::string_view::npos) break;
+      line.remove_prefix(sep + 1);
+    }
+    table.lines.push_back(line_number);
+  }
+  if (table.lines.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no rows"));
+  }
+  return table;
+}
+
+absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::ErrnoToStatus(errno, path);
+  // gzdopen owns fd from here on (gzclose closes it); in transparent mode
+  // it passes bytes that are not a gzip stream through unchanged.
+  gzFile file = ::gzdopen(fd, "rb");
+  if (file == nullptr) {
+    ::close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrCat(path, ": cannot allocate the gzip reader"));
+  }
+  ::gzbuffer(file, 1 << 16);
+  std::string data;
+  char buffer[1 << 16];
+  absl::Status status;
+  while (true) {
+    const int n = ::gzread(file, buffer, sizeof(buffer));
+    if (n > 0) {
+      data.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    // A truncated stream reads as an end of file (0) with Z_BUF_ERROR set,
+    // so the error state is checked at the end too.
+    int code = Z_OK;
+    const char* message = ::gzerror(file, &code);
+    if (n < 0 || code != Z_OK) {
+      if (code == Z_ERRNO) {
+        status = absl::ErrnoToStatus(errno, path);
+      } else if (code == Z_MEM_ERROR) {
+        status = absl::ResourceExhaustedError(
+            absl::StrCat(path, ": out of memory while decompressing"));
+      } else {
+        status = absl::DataLossError(
+            absl::StrCat(path, ": corrupt gzip data: ", message));
+      }
+    }
+    break;
+  }
+  ::gzclose_r(file);
+  if (!status.ok()) return status;
+  return data;
+}
+
+absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path,
+                                     const CsvReadOptions& options) {
+  absl::StatusOr<std::string> text = ReadMaybeGzipFile(path);
+  if (!text.ok()) return text.status();
+  return ParseCsv(*text, path, options);
+}
+
+}  // namespace cosession

@@ -1,0 +1,91 @@
+#include "io/record_reader.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "io/crc32c.h"
+#include "io/record_writer.h"
+
+namespace cosession {
+namespace {
+
+uint64_t LoadLittleEndian(const char* p, int bytes) {
+  uint64_t value = 0;
+  for (int i = 0; i < bytes; ++i) {
+    value |= uint64_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  }
+  return value;
+}
+
+}  // namespace
+
+RecordReader::RecordReader(std::string_view bytes, std::string name,
+                           RecordReaderOptions options)
+    : bytes_(bytes), name_(std::move(name)), options_(options) {}
+
+absl::Status RecordReader::Corrupt(const std::string& what) const {
+  return absl::DataLossError(absl::StrCat("corrupt record in '", name_,
+                                          "' at offset ", offset_, ": ", what));
+}
+
+absl::StatusOr<std::optional<std::string_view>> RecordReader::Next() {
+  const size_t left = bytes_.size() - offset_;
+  if (left == 0) return std::nullopt;
+  if (left < kRecordHeaderSize) {
+    return Corrupt(absl::StrCat("header truncated (", left, " of ",
+                                kRecordHeaderSize, " bytes)"));
+  }
+  const char* header = bytes_.data() + offset_;
+  const uint64_t length = LoadLittleEndian(header, sizeof(uint64_t));
+  const uint32_t length_crc = static_cast<uint32_t>(
+      LoadLittleEndian(header + sizeof(uint64_t), sizeof(uint32_t)));
+  if (MaskCrc32c(Crc32c(header, sizeof(uint64_t))) != length_crc) {
+    return Corrupt("length CRC mismatch");
+  }
+  if (length > options_.max_record_size) {
+    return Corrupt(absl::StrCat("record length ", length,
+                                " exceeds the limit of ",
+                                options_.max_record_size));
+  }
+  // No overflow: length <= max_record_size, far below SIZE_MAX.
+  const uint64_t needed = kRecordHeaderSize + length + kRecordFooterSize;
+  if (needed > left) {
+    return Corrupt(absl::StrCat("record of ", length, " bytes truncated (",
+                                left, " bytes left)"));
+  }
+  std::string_view data(header + kRecordHeaderSize, length);
+  const uint32_t data_crc = static_cast<uint32_t>(
+      LoadLittleEndian(header + kRecordHeaderSize + length, sizeof(uint32_t)));
+  if (MaskCrc32c(Crc32c(data)) != data_crc) {
+    return Corrupt("data CRC mismatch");
+  }
+  offset_ += needed;
+  return data;
+}
+
+absl::StatusOr<std::vector<std::string>> ReadAllRecords(
+    std::string_view bytes, std::string name, RecordReaderOptions options) {
+  RecordReader reader(bytes, std::move(name), options);
+  std::vector<std::string> records;
+  while (true) {
+    auto record = reader.Next();
+    if (!record.ok()) return record.status();
+    if (!record->has_value()) return records;
+    records.emplace_back(**record);
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> ReadRecordFile(
+    const std::string& path, RecordReaderOptions options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  if (in.bad()) {
+    return absl::DataLossError(absl::StrCat("cannot read '", path, "'"));
+  }
+  return ReadAllRecords(contents.str(), path, options);
+}
+
+}  // namespace cosession

@@ -1,0 +1,65 @@
+// RecordReader: reads TFRecord-framed records (see io/record_writer.h)
+// from bytes in memory, validating everything before trusting it:
+//
+//   * a header cut short, a length whose CRC does not match, a length larger
+//     than the bytes left or than max_record_size, data or a footer cut short,
+//     data whose CRC does not match: DataLoss naming the file (the `name`
+//     given) and the record's byte offset;
+//   * never reads out of bounds, never allocates more than the input's size
+//     (records are views into the input).
+//
+// After an error the reader stays at the bad record (Next() returns the same
+// error again). Thread safety: none; the bytes must outlive the reader and
+// the views it returns.
+#ifndef COSESSION_IO_RECORD_READER_H_
+#define COSESSION_IO_RECORD_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace cosession {
+
+struct RecordReaderOptions {
+  // A record claiming more data than this is DataLoss (a corrupt length must
+  // not make the reader trust it). TensorFlow's events are far smaller.
+  uint64_t max_record_size = uint64_t{256} << 20;
+};
+
+class RecordReader {
+ public:
+  // `name` only labels errors (usually the file's path).
+  RecordReader(std::string_view bytes, std::string name,
+               RecordReaderOptions options = {});
+
+  // The next record's data; nullopt at a clean end (no bytes left).
+  absl::StatusOr<std::optional<std::string_view>> Next();
+
+  // Byte offset of the next record.
+  size_t offset() const { return offset_; }
+
+ private:
+  absl::Status Corrupt(const std::string& what) const;
+
+  std::string_view bytes_;
+  std::string name_;
+  RecordReaderOptions options_;
+  size_t offset_ = 0;
+};
+
+// Every record of `bytes` (copies), or the first error.
+absl::StatusOr<std::vector<std::string>> ReadAllRecords(
+    std::string_view bytes, std::string name, RecordReaderOptions options = {});
+
+// Every record of the file at `path`; NotFound / DataLoss naming it.
+absl::StatusOr<std::vector<std::string>> ReadRecordFile(
+    const std::string& path, RecordReaderOptions options = {});
+
+}  // namespace cosession
+
+#endif  // COSESSION_IO_RECORD_READER_H_

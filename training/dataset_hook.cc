@@ -1,0 +1,54 @@
+#include "training/dataset_hook.h"
+
+#include "absl/strings/str_cat.h"
+#include "hooks/detail/hook_util.h"
+
+namespace cosession {
+
+absl::StatusOr<std::shared_ptr<DatasetHook>> DatasetHook::Create(
+    DatasetHookOptions options) {
+  if (absl::Status s = DatasetOfGetNext(options.get_next).status(); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DatasetHook: get_next: ", s.message()));
+  }
+  if (options.start_at_batch < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DatasetHook: start_at_batch must not be negative, got ",
+                     options.start_at_batch));
+  }
+  return std::shared_ptr<DatasetHook>(new DatasetHook(std::move(options)));
+}
+
+absl::Status DatasetHook::Begin(Graph& graph) {
+  if (&options_.get_next.node()->graph() != &graph) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("DatasetHook: get_next '", options_.get_next.name(),
+                     "' belongs to another graph"));
+  }
+  if (!options_.resume_from_global_step) return absl::OkStatus();
+  auto step = hooks_detail::FindGlobalStepFor(graph, "DatasetHook");
+  if (!step.ok()) return step.status();
+  global_step_ = *step;
+  return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::Status> DatasetHook::AfterCreateSession(
+    Session& session, Coordinator& coordinator) {
+  int64_t start = options_.start_at_batch;
+  if (options_.resume_from_global_step) {
+    if (!global_step_.valid()) {
+      co_return absl::FailedPreconditionError(
+          "DatasetHook: AfterCreateSession before Begin");
+    }
+    absl::StatusOr<int64_t> step =
+        co_await hooks_detail::ReadInt64(session, global_step_);
+    if (!step.ok()) co_return step.status();
+    start = *step;
+  }
+  absl::Status started =
+      StartDatasetIterator(session, coordinator, options_.get_next, start);
+  if (started.ok()) last_start_batch_ = start;
+  co_return started;
+}
+
+}  // namespace cosession
