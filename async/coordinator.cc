@@ -24,6 +24,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "async/status_from_exception.h"
 
 namespace cosession {
 namespace detail {
@@ -249,14 +250,6 @@ struct CoordinatorState
     done(absl::CancelledError("Coordinator::WaitForStop was cancelled"));
   }
 
-  // On the strand, as the first thing a task's coroutine does. False: a stop
-  // is requested, do not run the task.
-  bool MarkStarted(uint64_t id) {
-    if (stop_flag.load(std::memory_order_acquire)) return false;
-    tasks[id].started = true;
-    return true;
-  }
-
   void OnWorkerDone(uint64_t id, absl::Status s) {
     std::string name;
     {
@@ -364,56 +357,45 @@ struct CoordinatorState
 
 namespace {
 
-absl::Status StatusFromException(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const boost::system::system_error& error) {
-    // What an awaited operation throws when a stop cancelled it.
-    if (error.code() == asio::error::operation_aborted ||
-        error.code() == asio::experimental::error::channel_cancelled) {
-      return absl::CancelledError(error.what());
-    }
-    return absl::InternalError(
-        absl::StrCat("task threw system_error: ", error.what()));
-  } catch (const std::exception& error) {
-    return absl::InternalError(absl::StrCat("task threw: ", error.what()));
-  } catch (...) {
-    return absl::InternalError("task threw a non-std exception");
-  }
+// How errors name a task: "task 'loader'".
+std::string TaskLabel(const std::string& name) {
+  return absl::StrCat("task '", name, "'");
 }
 
 // Wraps a coordinated task: parameters by value, the frame owns them.
-asio::awaitable<absl::Status> RunTask(std::shared_ptr<CoordinatorState> state,
-                                      uint64_t id,
+asio::awaitable<absl::Status> RunTask(std::string name,
                                       asio::awaitable<absl::Status> task) {
-  if (!state->MarkStarted(id)) {
-    co_return absl::CancelledError("stop requested before the task started");
-  }
-  std::exception_ptr failure;
+  absl::Status status;
   try {
-    co_return co_await std::move(task);
+    status = co_await std::move(task);
   } catch (...) {
-    failure = std::current_exception();
+    status = StatusFromException(std::current_exception(), TaskLabel(name));
   }
-  co_return StatusFromException(failure);
+  // A task that finishes without suspending after a stop reached it (see
+  // Spawn) would otherwise make co_spawn's final hop throw, and its
+  // completion -- the task's bookkeeping -- would never run.
+  co_await asio::this_coro::reset_cancellation_state();
+  co_return status;
 }
 
-absl::Status CallLoopFn(const std::function<absl::Status()>& fn) {
+absl::Status CallLoopFn(const std::function<absl::Status()>& fn,
+                        const std::string& name) {
   try {
     return fn();
   } catch (...) {
-    return StatusFromException(std::current_exception());
+    return StatusFromException(std::current_exception(), TaskLabel(name));
   }
 }
 
 asio::awaitable<absl::Status> LoopTask(std::shared_ptr<CoordinatorState> state,
+                                       std::string name,
                                        std::chrono::nanoseconds interval,
                                        std::function<absl::Status()> fn) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   const auto period =
       std::chrono::duration_cast<asio::steady_timer::duration>(interval);
   while (!state->stop_flag.load(std::memory_order_acquire)) {
-    if (absl::Status s = CallLoopFn(fn); !s.ok()) co_return s;
+    if (absl::Status s = CallLoopFn(fn, name); !s.ok()) co_return s;
     if (state->stop_flag.load(std::memory_order_acquire)) break;
     timer.expires_after(period);
     auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -492,31 +474,52 @@ void Coordinator::RemoveStopCallback(uint64_t id) {
 
 void Coordinator::Spawn(std::string name, asio::awaitable<absl::Status> task) {
   uint64_t id;
+  // Decided together with the stop flag (under mu): a task spawned before
+  // any stop request is owed a run, as TensorFlow's threads started before
+  // a stop run; one spawned while stopped is not.
+  bool owed_a_run;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     id = state_->next_id++;
-    state_->running.emplace(id, std::move(name));
+    state_->running.emplace(id, name);
+    owed_a_run = !state_->stopped;
   }
-  state_->Post([state = state_, id, task = std::move(task)]() mutable {
+  state_->Post([state = state_, id, owed_a_run, name = std::move(name),
+                task = std::move(task)]() mutable {
+    auto done = [state, id, name](std::exception_ptr e, absl::Status s) {
+      if (e) s = StatusFromException(e, detail::TaskLabel(name));
+      // Posted: the coroutine's frame (which uses the signal) is gone by
+      // the time OnTaskDone erases it.
+      state->Post([state, id, s = std::move(s)]() mutable {
+        state->OnTaskDone(id, std::move(s));
+      });
+    };
+    if (!owed_a_run && state->stop_flag.load(std::memory_order_acquire)) {
+      done(nullptr, absl::CancelledError(absl::StrCat(
+                        "task '", name, "' was spawned after a stop request")));
+      return;
+    }
     auto& entry = state->tasks[id];
     entry.signal = std::make_unique<asio::cancellation_signal>();
-    asio::co_spawn(state->strand, detail::RunTask(state, id, std::move(task)),
-                   asio::bind_cancellation_slot(
-                       entry.signal->slot(),
-                       [state, id](std::exception_ptr e, absl::Status s) {
-                         if (e) s = detail::StatusFromException(e);
-                         // Posted: the coroutine's frame (which uses the
-                         // signal) is gone by the time OnTaskDone erases it.
-                         state->Post([state, id, s = std::move(s)]() mutable {
-                           state->OnTaskDone(id, std::move(s));
-                         });
-                       }));
+    entry.started = true;
+    asio::cancellation_signal* signal = entry.signal.get();
+    // Runs inline, on this strand, up to the task's first suspension.
+    asio::co_spawn(state->strand,
+                   detail::RunTask(std::move(name), std::move(task)),
+                   asio::bind_cancellation_slot(signal->slot(), done));
+    // A stop requested between Spawn and this start found no started task
+    // to cancel: it reaches the task now, as a cancellation of its first
+    // wait (and of every later one). OnStop may emit too; terminal
+    // cancellation twice is the same as once.
+    if (state->stop_flag.load(std::memory_order_acquire)) {
+      signal->emit(asio::cancellation_type::terminal);
+    }
   });
 }
 
 void Coordinator::Loop(std::string name, std::chrono::nanoseconds interval,
                        std::function<absl::Status()> fn) {
-  Spawn(std::move(name), detail::LoopTask(state_, interval, std::move(fn)));
+  Spawn(name, detail::LoopTask(state_, name, interval, std::move(fn)));
 }
 
 Coordinator::ThreadRegistration::ThreadRegistration(

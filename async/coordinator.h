@@ -27,9 +27,14 @@
 //     cleanly); an exception becomes Internal, except the system_error of an
 //     operation that was cancelled (operation_aborted, channel_cancelled),
 //     which becomes Cancelled -- clean when the stop caused it.
-//     A stop emits terminal cancellation, on the strand, to every task that
-//     has started; a task that has not started when the stop arrives, or is
-//     spawned while the flag is set, does not run and counts as Cancelled.
+//     Every task whose Spawn returned before a stop was requested runs, as
+//     TensorFlow's threads started before a stop do, and Join waits for it:
+//     a stop emits terminal cancellation, on the strand, to every started
+//     task, and a task whose queued start comes after the stop request gets
+//     the same cancellation as soon as it first suspends (that wait and the
+//     next one it awaits are cancelled; Asio's throw_if_cancelled rules
+//     apply). A task spawned while the flag is set does not run and counts
+//     as Cancelled.
 //     Loop is a task that calls a plain function every `interval`.
 //   * Threads. RegisterThread returns a handle; the thread is "running" until
 //     handle.Done() or the handle's destruction.

@@ -21,7 +21,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "async/async_kernel.h"
-#include "async/detail/cancellation.h"
+#include "async/status_from_exception.h"
 #include "graph/status.h"
 
 namespace cosession {
@@ -211,6 +211,11 @@ absl::Status ExecutionPlan::ValidateFeeds(
 // ---------------------------------------------------------------- running
 
 namespace {
+
+// How errors name an op: "Op 'loss' (Mean)".
+std::string OpLabel(const Node& node) {
+  return absl::StrCat("Op '", node.name(), "' (", node.type(), ")");
+}
 
 uint64_t SmallThreadId() {
   static std::atomic<uint64_t> next{1};
@@ -432,13 +437,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
     absl::Status status;
     try {
       status = step.op->kernel(ctx);
-    } catch (const std::exception& e) {
-      status = absl::InternalError(absl::StrCat("Op '", step.node->name(),
-                                                "' (", step.node->type(),
-                                                ") threw: ", e.what()));
     } catch (...) {
-      status = absl::InternalError(absl::StrCat(
-          "Op '", step.node->name(), "' threw a non-standard exception"));
+      status =
+          StatusFromException(std::current_exception(), OpLabel(*step.node));
     }
     if (trace_) Record(step, start);
     if (!status.ok()) Stop(std::move(status));
@@ -487,9 +488,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
                          op->signal.slot(), [self, s](std::exception_ptr error,
                                                       absl::Status status) {
                            if (error) {
-                             status = absl::InternalError(absl::StrCat(
-                                 "Op '", self->plan_->steps_[s].node->name(),
-                                 "' failed with an exception"));
+                             status = StatusFromException(
+                                 error, OpLabel(*self->plan_->steps_[s].node));
                            }
                            self->AsyncDone(s, std::move(status));
                          }));
@@ -511,15 +511,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
       status =
           co_await static_cast<const CoroutineKernel&>(*step.op->async_kernel)
               .Run(ctx);
-    } catch (const boost::system::system_error& e) {
-      status = detail::IsCancellation(e.code())
-                   ? absl::CancelledError(absl::StrCat(
-                         "Op '", step.node->name(), "' was cancelled"))
-                   : absl::InternalError(absl::StrCat("Op '", step.node->name(),
-                                                      "' threw: ", e.what()));
-    } catch (const std::exception& e) {
-      status = absl::InternalError(
-          absl::StrCat("Op '", step.node->name(), "' threw: ", e.what()));
+    } catch (...) {
+      status =
+          StatusFromException(std::current_exception(), OpLabel(*step.node));
     }
     if (self->trace_) self->Record(step, start);
     co_return status;

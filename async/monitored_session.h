@@ -11,12 +11,14 @@
 //   absl::Status closed = co_await (*ms)->Close(asio::use_awaitable);
 //
 // The hook lifecycle and every error path are in async/session_run_hook.h;
-// the decisions where TensorFlow's Python semantics do not carry over are in
-// DESIGN.md ("Edge cases, decided"). In short:
-//   * Run completes exactly once, through the handler's executor, with the
-//     caller's fetches or an error. OutOfRange (input exhausted) stops the
-//     session cleanly. Run after ShouldStop() is FailedPrecondition and calls
-//     no hook.
+// one step is async/step_runner.h; the decisions where TensorFlow's Python
+// semantics do not carry over are in docs/design.md ("Edge cases"). In
+// short:
+//   * Every operation (Create, Run, RunStepFn, StepContext::RunWithHooks,
+//     Close) completes exactly once, through the handler's executor, with a
+//     status or a value. OutOfRange (input exhausted) stops the session
+//     cleanly. Run after ShouldStop() is FailedPrecondition and calls no
+//     hook.
 //   * Cancelling the caller's Run requests stop on the coordinator (a clean
 //     stop, stop_reason() "cancelled") and cancels the step's waits; a stop
 //     requested elsewhere (another thread, a coordinated task's error, Close)
@@ -30,131 +32,42 @@
 // Thread safety: Run, RunStepFn and Close must not be called concurrently
 // with each other (one step at a time, like TensorFlow's); ShouldStop,
 // stop_reason and coordinator().RequestStop may be called from any thread.
-// Lifetime: the MonitoredSession must outlive every operation started on it
-// (destroy it after Close completed).
+// Lifetime: the Graph given to Create and the MonitoredSession must outlive
+// every operation started on it (destroy the session after Close completed,
+// the graph after the session).
 #ifndef COSESSION_ASYNC_MONITORED_SESSION_H_
 #define COSESSION_ASYNC_MONITORED_SESSION_H_
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "async/completion.h"
 #include "async/coordinator.h"
+#include "async/detail/step_state.h"
 #include "async/run_args.h"
 #include "async/runtime.h"
 #include "async/session.h"
+#include "async/session_creator.h"
 #include "async/session_run_hook.h"
+#include "async/status_from_exception.h"
+#include "async/step_runner.h"
 #include "graph/graph.h"
 
 namespace cosession {
-
-// The ops a session creator uses to bring a new session to life. Unset ops
-// get TensorFlow's defaults when the graph is finalized: init_op = every
-// global variable's initializer, ready_op = ReportUninitializedVariables
-// (graph/ops.h) over every variable.
-struct Scaffold {
-  Operation init_op;
-  // A bool vector, true for each variable not initialised yet; the session
-  // is ready when none is true. WorkerSessionCreator waits for it.
-  Output ready_op;
-  Operation local_init_op;
-  // Restores a session from the latest checkpoint; true if it restored
-  // something. Filled in by the checkpoint hooks; unset = never restores.
-  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)> restore;
-
-  // Fills in the defaults; called by MonitoredSession::Create before the
-  // graph is finalized.
-  void Finalize(Graph& graph);
-};
-
-// Makes ready-to-use sessions for a MonitoredSession (initialised or
-// restored).
-class SessionCreator {
- public:
-  virtual ~SessionCreator() = default;
-  virtual boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
-  CreateSession(const Graph& graph, Runtime& runtime) = 0;
-  // Called once by MonitoredSession::Create, before the graph is finalized.
-  virtual void Prepare(Graph& graph) { (void)graph; }
-};
-
-// The chief: restores from the scaffold's restore function when it restores
-// something, otherwise runs the init op; then the local init op. Sessions
-// are built over `shared_resources` when given, so that workers built over
-// the same ResourceManager see the chief's variables (as sessions of one
-// TensorFlow server do); null = each session has variables of its own.
-class ChiefSessionCreator : public SessionCreator {
- public:
-  explicit ChiefSessionCreator(
-      Scaffold scaffold = {},
-      std::shared_ptr<ResourceManager> shared_resources = nullptr)
-      : scaffold_(std::move(scaffold)),
-        shared_resources_(std::move(shared_resources)) {}
-  void Prepare(Graph& graph) override { scaffold_.Finalize(graph); }
-  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
-  CreateSession(const Graph& graph, Runtime& runtime) override;
-  const Scaffold& scaffold() const { return scaffold_; }
-
- private:
-  Scaffold scaffold_;
-  std::shared_ptr<ResourceManager> shared_resources_;
-};
-
-struct WorkerSessionOptions {
-  // How often the ready op is polled while the chief has not initialised
-  // the variables yet (TensorFlow: recovery_wait_secs, 30 s).
-  std::chrono::nanoseconds poll_interval = std::chrono::seconds(30);
-  // How long to wait in all; DeadlineExceeded naming the variables still
-  // uninitialised afterwards (TensorFlow: max_wait_secs, 2 h).
-  std::chrono::nanoseconds max_wait = std::chrono::hours(2);
-};
-
-// A worker: never initialises; waits, asynchronously (a timer on the
-// creating coroutine's executor, no thread blocked), until the scaffold's
-// ready op reports every variable initialised by the chief, then runs the
-// local init op. Its sessions are built over `shared_resources` -- the
-// chief's. The wait is cancelled with the Create (or the recovering Run)
-// that awaits it.
-class WorkerSessionCreator : public SessionCreator {
- public:
-  WorkerSessionCreator(Scaffold scaffold,
-                       std::shared_ptr<ResourceManager> shared_resources,
-                       WorkerSessionOptions options = {})
-      : scaffold_(std::move(scaffold)),
-        shared_resources_(std::move(shared_resources)),
-        options_(options) {}
-  void Prepare(Graph& graph) override { scaffold_.Finalize(graph); }
-  boost::asio::awaitable<absl::StatusOr<std::unique_ptr<Session>>>
-  CreateSession(const Graph& graph, Runtime& runtime) override;
-
- private:
-  Scaffold scaffold_;
-  std::shared_ptr<ResourceManager> shared_resources_;
-  WorkerSessionOptions options_;
-};
-
-enum class HookConcurrency {
-  // BeforeRun/AfterRun started in order and awaited together.
-  kConcurrent,
-  // Each awaited before the next starts.
-  kSequential,
-};
-
-// Which hooks a Run calls. TensorFlow users asked for a run without hooks
-// (e.g. an evaluation step inside a training loop): hooks registered as
-// skippable (MonitoredSessionOptions::skippable_hooks) sit such a Run out --
-// none of their methods is called for it; the others run as usual.
-enum class RunMode {
-  kAllHooks,
-  kWithoutSkippableHooks,
-};
 
 struct MonitoredSessionOptions {
   HookConcurrency hook_concurrency = HookConcurrency::kConcurrent;
@@ -186,12 +99,47 @@ class MonitoredSession {
    public:
     // The raw session: no hooks.
     Session& session() const;
-    // A step with the hooks, as Run (without recovery: RunStepFn retries the
-    // whole function).
-    boost::asio::awaitable<RunResult> RunWithHooks(RunArgs args);
-    boost::asio::awaitable<RunResult> RunWithHooks(RunArgs args, RunMode mode);
+    // A step with the hooks, as Run but without recovery (RunStepFn retries
+    // the whole function). Completion signature: void(RunResult). With
+    // use_awaitable it runs inside the awaiting coroutine -- the function's
+    // -- and so shares its cancellation; with another token it runs as an
+    // operation of its own, cancelled through the token's slot and by a
+    // stop.
+    template <typename CompletionToken>
+    auto RunWithHooks(RunArgs args, CompletionToken&& token) {
+      return RunWithHooks(std::move(args), RunMode::kAllHooks,
+                          std::forward<CompletionToken>(token));
+    }
+    template <typename CompletionToken>
+    auto RunWithHooks(RunArgs args, RunMode mode, CompletionToken&& token) {
+      return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
+          [this](auto handler, RunArgs args, RunMode mode) {
+            auto slot = boost::asio::get_associated_cancellation_slot(handler);
+            auto executor =
+                boost::asio::get_associated_executor(handler, owner_.executor_);
+            StartStep<RunResult>(
+                owner_.impl_,
+                RunWithHooksInline(owner_.impl_, std::move(args), mode), slot,
+                executor,
+                PostToHandler<RunResult>(std::move(handler),
+                                         [](RunResult r) { return r; }),
+                "RunWithHooks");
+          },
+          token, std::move(args), mode);
+    }
+    boost::asio::awaitable<RunResult> RunWithHooks(
+        RunArgs args, const boost::asio::use_awaitable_t<>& /*token*/) {
+      return RunWithHooksInline(owner_.impl_, std::move(args),
+                                RunMode::kAllHooks);
+    }
+    boost::asio::awaitable<RunResult> RunWithHooks(
+        RunArgs args, RunMode mode,
+        const boost::asio::use_awaitable_t<>& /*token*/) {
+      return RunWithHooksInline(owner_.impl_, std::move(args), mode);
+    }
     // ShouldStop() becomes true once the function returns.
     void RequestStop() { stop_requested_ = true; }
+    bool stop_requested() const { return stop_requested_; }
 
    private:
     friend class MonitoredSession;
@@ -199,23 +147,32 @@ class MonitoredSession {
     MonitoredSession& owner_;
     bool stop_requested_ = false;
   };
-  using StepFn =
-      std::function<boost::asio::awaitable<absl::Status>(StepContext&)>;
 
   // Calls every hook's Begin, finalizes the graph, creates the session and
   // calls every hook's AfterCreateSession. Completion signature:
-  // void(std::exception_ptr, CreateResult) (co_spawn's; never an exception
-  // in practice: errors are statuses).
+  // void(CreateResult): the session, or the first error (a Begin's, the
+  // creator's, an AfterCreateSession's). `graph` must outlive the session.
+  // Cancelling Create (per-operation, any type) cancels the waits of the
+  // creator and of the hooks' AfterCreateSession; Create then completes
+  // with Cancelled (or the error the cancellation caused) and no session
+  // exists -- End is not called, as for any session that did not start.
   template <typename CompletionToken>
   static auto Create(Graph& graph, Hooks hooks,
                      std::shared_ptr<SessionCreator> creator,
                      MonitoredSessionOptions options, CompletionToken&& token) {
-    auto executor = DefaultExecutor(options);
-    return boost::asio::co_spawn(
-        executor,
-        CreateCoroutine(&graph, std::move(hooks), std::move(creator),
-                        std::move(options)),
-        std::forward<CompletionToken>(token));
+    return boost::asio::async_initiate<CompletionToken, void(CreateResult)>(
+        [](auto handler, Graph* graph, Hooks hooks,
+           std::shared_ptr<SessionCreator> creator,
+           MonitoredSessionOptions options) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          StartCreate(
+              graph, std::move(hooks), std::move(creator), std::move(options),
+              slot,
+              PostToHandler<CreateResult>(std::move(handler),
+                                          [](CreateResult r) { return r; }));
+        },
+        token, &graph, std::move(hooks), std::move(creator),
+        std::move(options));
   }
 
   MonitoredSession(const MonitoredSession&) = delete;
@@ -225,43 +182,64 @@ class MonitoredSession {
   // One step with the hooks. Completion signature: void(RunResult).
   template <typename CompletionToken>
   auto Run(RunArgs args, CompletionToken&& token) {
-    return RunFrom(0, std::move(args), RunMode::kAllHooks,
-                   std::forward<CompletionToken>(token));
+    return Run(std::move(args), RunMode::kAllHooks,
+               std::forward<CompletionToken>(token));
   }
   // One step with the hooks `mode` selects.
   template <typename CompletionToken>
   auto Run(RunArgs args, RunMode mode, CompletionToken&& token) {
-    return RunFrom(0, std::move(args), mode,
-                   std::forward<CompletionToken>(token));
+    return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
+        [this](auto handler, RunArgs args, RunMode mode) {
+          auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto executor =
+              boost::asio::get_associated_executor(handler, executor_);
+          StartStep<RunResult>(
+              impl_, RunCoroutine(impl_, std::move(args), mode, 0), slot,
+              executor,
+              PostToHandler<RunResult>(std::move(handler),
+                                       [](RunResult r) { return r; }),
+              "Run");
+        },
+        token, std::move(args), mode);
   }
   // The same for `co_await ms.Run(args, asio::use_awaitable)`, with the
-  // same guarantees, faster: when no hook the step calls may suspend
-  // (SessionRunHook::MaySuspend) and no recovery is due, the step runs
-  // inside the awaiting coroutine instead of a coroutine of its own (which
-  // costs a co_spawn and a post, about 0.5 µs here).
+  // same guarantees, faster: when no hook the step calls may suspend in it
+  // (SessionRunHook::MaySuspendInNextStep) and no recovery is due, the step
+  // runs inside the awaiting coroutine instead of a coroutine of its own
+  // (which costs a co_spawn and a post, about 0.5 us here).
   boost::asio::awaitable<RunResult> Run(
       RunArgs args, const boost::asio::use_awaitable_t<>& /*token*/) {
-    return RunInline(std::move(args), RunMode::kAllHooks);
+    return RunInline(impl_, std::move(args), RunMode::kAllHooks);
   }
   boost::asio::awaitable<RunResult> Run(
       RunArgs args, RunMode mode,
       const boost::asio::use_awaitable_t<>& /*token*/) {
-    return RunInline(std::move(args), mode);
+    return RunInline(impl_, std::move(args), mode);
   }
 
-  // Runs fn once per call with recovery: fn is retried on Aborted/
-  // Unavailable. Completion signature: void(absl::Status).
-  template <typename CompletionToken>
+  // Runs `fn` as one step with recovery, as TensorFlow's run_step_fn: `fn`
+  // is a callable StepContext& -> awaitable<R>, R absl::Status or
+  // absl::StatusOr<T>; RunStepFn completes with what `fn` returned --
+  // signature void(R) -- after retrying the whole `fn` on Aborted/
+  // Unavailable (within max_recovery_attempts). Cancelled and stopped like
+  // Run. An exception escaping `fn` becomes its status.
+  template <typename StepFn, typename CompletionToken>
   auto RunStepFn(StepFn fn, CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(absl::Status)>(
+    using Result =
+        typename std::invoke_result_t<StepFn&, StepContext&>::value_type;
+    static_assert(std::is_constructible_v<Result, absl::Status>,
+                  "RunStepFn's function must return awaitable<absl::Status> "
+                  "or awaitable<absl::StatusOr<T>>");
+    return boost::asio::async_initiate<CompletionToken, void(Result)>(
         [this](auto handler, StepFn fn) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartStepFn(
-              std::move(fn), slot, executor,
-              PostToHandler<absl::Status>(std::move(handler),
-                                          [](absl::Status s) { return s; }));
+          StartStep<Result>(impl_, StepFnCoroutine<Result>(this, std::move(fn)),
+                            slot, executor,
+                            PostToHandler<Result>(std::move(handler),
+                                                  [](Result r) { return r; }),
+                            "RunStepFn");
         },
         token, std::move(fn));
   }
@@ -302,39 +280,97 @@ class MonitoredSession {
 
  private:
   struct Impl;
-  explicit MonitoredSession(std::shared_ptr<Impl> impl);
+  MonitoredSession(std::shared_ptr<Impl> impl,
+                   boost::asio::any_io_executor executor);
 
   static boost::asio::any_io_executor DefaultExecutor(
       const MonitoredSessionOptions& options);
-  static boost::asio::awaitable<CreateResult> CreateCoroutine(
-      Graph* graph, Hooks hooks, std::shared_ptr<SessionCreator> creator,
-      MonitoredSessionOptions options);
-  // Run, with the recovery attempts counted from first_attempt.
-  template <typename CompletionToken>
-  auto RunFrom(int first_attempt, RunArgs args, RunMode mode,
-               CompletionToken&& token) {
-    return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
-        [this](auto handler, RunArgs args, RunMode mode, int first_attempt) {
-          auto slot = boost::asio::get_associated_cancellation_slot(handler);
-          auto executor =
-              boost::asio::get_associated_executor(handler, executor_);
-          StartRun(std::move(args), mode, first_attempt, slot, executor,
-                   PostToHandler<RunResult>(std::move(handler),
-                                            [](RunResult r) { return r; }));
-        },
-        token, std::move(args), mode, first_attempt);
+  static void StartCreate(Graph* graph, Hooks hooks,
+                          std::shared_ptr<SessionCreator> creator,
+                          MonitoredSessionOptions options,
+                          boost::asio::cancellation_slot slot,
+                          absl::AnyInvocable<void(CreateResult)> done);
+
+  // Runs `body` as one step on `executor`: registered so that a stop
+  // cancels its waits, the caller's cancellation (`slot`) requests a clean
+  // stop and cancels them too, `done` gets the result exactly once.
+  template <typename Result>
+  static void StartStep(const std::shared_ptr<Impl>& impl,
+                        boost::asio::awaitable<Result> body,
+                        boost::asio::cancellation_slot slot,
+                        boost::asio::any_io_executor executor,
+                        absl::AnyInvocable<void(Result)> done,
+                        std::string what) {
+    std::shared_ptr<detail::StepState> step = RegisterStep(impl, executor);
+    detail::SpawnWithCancellation<Result>(
+        step, std::move(body), slot, std::move(done), std::move(what),
+        [impl] { StopForCancellation(*impl); },
+        [impl, step] { UnregisterStep(*impl, step); });
   }
-  boost::asio::awaitable<RunResult> RunInline(RunArgs args, RunMode mode);
+  static std::shared_ptr<detail::StepState> RegisterStep(
+      const std::shared_ptr<Impl>& impl, boost::asio::any_io_executor executor);
+  static void UnregisterStep(Impl& impl,
+                             const std::shared_ptr<detail::StepState>& step);
+  // The caller's cancellation, wherever it struck, is a clean stop. From
+  // any thread.
+  static void StopForCancellation(Impl& impl);
+
+  // Run's step, with the recovery attempts counted from first_attempt.
   static boost::asio::awaitable<RunResult> RunCoroutine(
       std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
       int first_attempt);
-  void StartRun(RunArgs args, RunMode mode, int first_attempt,
-                boost::asio::cancellation_slot slot,
-                boost::asio::any_io_executor executor,
-                absl::AnyInvocable<void(RunResult)> done);
-  void StartStepFn(StepFn fn, boost::asio::cancellation_slot slot,
-                   boost::asio::any_io_executor executor,
-                   absl::AnyInvocable<void(absl::Status)> done);
+  // RunCoroutine as an operation of its own, on the awaiting coroutine's
+  // executor and cancelled through its slot: Run(args, token) for the
+  // awaiting coroutine.
+  static boost::asio::awaitable<RunResult> RunCoroutineAsOperation(
+      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
+      int first_attempt);
+  static boost::asio::awaitable<RunResult> RunInline(std::shared_ptr<Impl> impl,
+                                                     RunArgs args,
+                                                     RunMode mode);
+  static boost::asio::awaitable<RunResult> RunWithHooksInline(
+      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode);
+
+  // RunStepFn's step. The parts that need Impl are the three calls below.
+  template <typename Result, typename StepFn>
+  static boost::asio::awaitable<Result> StepFnCoroutine(MonitoredSession* self,
+                                                        StepFn fn) {
+    // Errors are statuses here: a cancelled wait must not skip the
+    // bookkeeping below (docs/async_pitfalls.md, 2).
+    co_await boost::asio::this_coro::throw_if_cancelled(false);
+    if (absl::Status s = CheckCanRunStepFn(*self->impl_); !s.ok()) co_return s;
+    for (int attempt = 0;; ++attempt) {
+      if (absl::Status s = co_await RecoverIfNeeded(self->impl_); !s.ok()) {
+        co_return s;
+      }
+      StepContext context(*self);
+      Result result = absl::UnknownError("RunStepFn's function did not run");
+      try {
+        result = co_await fn(context);
+      } catch (...) {
+        result = StatusFromException(std::current_exception(),
+                                     "RunStepFn's function");
+      }
+      if (!FinishStepFnAttempt(*self->impl_, StatusOf(result),
+                               context.stop_requested_, attempt)) {
+        co_return result;
+      }
+    }
+  }
+  static const absl::Status& StatusOf(const absl::Status& s) { return s; }
+  template <typename T>
+  static absl::Status StatusOf(const absl::StatusOr<T>& r) {
+    return r.status();
+  }
+  static absl::Status CheckCanRunStepFn(const Impl& impl);
+  // Re-creates the session when a recovery is due.
+  static boost::asio::awaitable<absl::Status> RecoverIfNeeded(
+      std::shared_ptr<Impl> impl);
+  // After an attempt of RunStepFn's function that returned `status`: true
+  // to retry it.
+  static bool FinishStepFnAttempt(Impl& impl, const absl::Status& status,
+                                  bool stop_requested, int attempt);
+
   void StartClose(boost::asio::cancellation_slot slot,
                   boost::asio::any_io_executor executor,
                   absl::AnyInvocable<void(absl::Status)> done);
@@ -344,13 +380,24 @@ class MonitoredSession {
 };
 
 // A MonitoredSession without recovery (max_recovery_attempts = 0), for the
-// chief alone, as TensorFlow's SingularMonitoredSession.
+// chief alone, as TensorFlow's SingularMonitoredSession: with a
+// ChiefSessionCreator (default: initialise), or the creator given -- e.g.
+// one with a checkpoint_dir to restore from.
+template <typename CompletionToken>
+auto CreateSingularMonitoredSession(Graph& graph, MonitoredSession::Hooks hooks,
+                                    std::shared_ptr<SessionCreator> creator,
+                                    MonitoredSessionOptions options,
+                                    CompletionToken&& token) {
+  options.max_recovery_attempts = 0;
+  return MonitoredSession::Create(graph, std::move(hooks), std::move(creator),
+                                  std::move(options),
+                                  std::forward<CompletionToken>(token));
+}
 template <typename CompletionToken>
 auto CreateSingularMonitoredSession(Graph& graph, MonitoredSession::Hooks hooks,
                                     MonitoredSessionOptions options,
                                     CompletionToken&& token) {
-  options.max_recovery_attempts = 0;
-  return MonitoredSession::Create(
+  return CreateSingularMonitoredSession(
       graph, std::move(hooks), std::make_shared<ChiefSessionCreator>(),
       std::move(options), std::forward<CompletionToken>(token));
 }

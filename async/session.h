@@ -120,8 +120,8 @@ class Session {
   const std::shared_ptr<ResourceManager>& shared_resources() const;
 
  private:
-  // MonitoredSession runs hooks' merged args without copying them.
-  friend class MonitoredSession;
+  // The monitored step runs hooks' merged args without copying them.
+  friend class StepRunner;
 
   // RunWithMetadata over args it only borrows: they must stay alive until
   // the operation is initiated (for use_awaitable, until the co_await

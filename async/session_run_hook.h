@@ -127,33 +127,45 @@ class SessionRunHook {
   // asked for it; End keeps TensorFlow's meaning.
   virtual void OnError(const absl::Status& error);
 
-  // Whether BeforeRun/AfterRun may suspend. In HookConcurrency::kConcurrent
-  // mode, when two or more hooks may suspend, every hook is started in order
-  // as a coroutine of its own and they are awaited together (~0.4 µs a
-  // hook); when at most one hook may suspend,
-  // every hook is awaited in order instead (~15 ns each), which is
-  // equivalent. When no hook of a step may suspend, `co_await
-  // ms.Run(args, use_awaitable)` runs the step inside the caller's
-  // coroutine. A hook that returns false but suspends still works: the
-  // hooks after it just start once it completed, and on that inline path
-  // only the caller's cancellation (not a stop requested elsewhere) reaches
-  // its wait -- so keep such waits short.
+  // Whether BeforeRun/AfterRun may suspend (await I/O, a timer, a run of
+  // the session) on some step. A hook that returns false promises never to
+  // suspend in them.
   virtual bool MaySuspend() const { return true; }
+  // Whether they may suspend in the coming step: asked once per step, just
+  // before the step calls this hook's BeforeRun. A hook that answers false
+  // promises not to suspend in that step's BeforeRun and AfterRun. Hooks
+  // that wait only on some steps (a read of the global step on a trigger
+  // step, a checkpoint) answer true only for those. Default: MaySuspend().
+  //
+  // What the step makes of the answers: when no hook of a step may suspend,
+  // `co_await ms.Run(args, use_awaitable)` runs the whole step inside the
+  // awaiting coroutine (no coroutine of its own, no hop), and a stop
+  // requested elsewhere reaches its one wait, the graph run. In
+  // HookConcurrency::kConcurrent mode, when two or more hooks may suspend,
+  // every hook is started in order as a coroutine of its own and they are
+  // awaited together (~0.4 us a hook); otherwise every hook is awaited in
+  // order (~15 ns each), which is equivalent.
+  virtual bool MaySuspendInNextStep() const { return MaySuspend(); }
 
   // How messages name this hook (e.g. stop_reason(): "hook 'X' requested
   // stop"). Default: the hook's C++ type name.
   virtual std::string name() const;
 };
 
-// A hook whose per-step methods never suspend, written as plain functions:
-// MonitoredSession calls BeforeRunSync/AfterRunSync directly, without the
-// coroutine frame and the StatusOr<SessionRunArgs> an awaitable call costs
-// (measured: 3.5 ns a call against 27 ns an await, by hand; in a step, 24
-// against 78 ns per hook: BM_Step_SyncHooks, BM_Step_CoroutineHooks). Most
-// TensorFlow hooks are of this kind. The awaitable BeforeRun/AfterRun are
-// final and call the sync forms, so code that awaits a hook sees no
-// difference; MaySuspend() is false. Begin, AfterCreateSession, End and
+// A hook whose per-step methods are plain functions: MonitoredSession calls
+// BeforeRunSync/AfterRunSync directly, without the coroutine frame and the
+// StatusOr<SessionRunArgs> an awaitable call costs (measured: 3.5 ns a call
+// against 27 ns an await, by hand; in a step, 24 against 78 ns per hook:
+// BM_Step_SyncHooks, BM_Step_CoroutineHooks). Most TensorFlow hooks are of
+// this kind. The awaitable BeforeRun/AfterRun call the sync forms, so code
+// that awaits a hook sees no difference. Begin, AfterCreateSession, End and
 // OnError are SessionRunHook's.
+//
+// A hook that must wait on some steps only (e.g. to read the global step
+// when a timer triggers) overrides MaySuspend() to return true,
+// MaySuspendInNextStep() to say which steps, and the awaitable forms for
+// those: on such a step the step awaits BeforeRun/AfterRun instead of
+// calling the sync forms.
 class SyncSessionRunHook : public SessionRunHook {
  public:
   // Before each step: add to `args` (empty on entry) what this hook wants
@@ -165,10 +177,10 @@ class SyncSessionRunHook : public SessionRunHook {
                                     const SessionRunValues& values);
 
   boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) final;
+      SessionRunContext& context) override;
   boost::asio::awaitable<absl::Status> AfterRun(
-      SessionRunContext& context, const SessionRunValues& values) final;
-  bool MaySuspend() const final { return false; }
+      SessionRunContext& context, const SessionRunValues& values) override;
+  bool MaySuspend() const override { return false; }
 };
 
 }  // namespace cosession

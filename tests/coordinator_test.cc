@@ -543,6 +543,68 @@ TEST(CoordinatorJoin, DestructionCancelsRunningTasksWithoutWaiting) {
   EXPECT_TRUE(IsCancellation(seen)) << seen.message();
 }
 
+// Records how its first wait (on `never`) ended, then ignores the stop:
+// waits for `release` and tells `finished`.
+asio::awaitable<absl::Status> RecordFirstWaitThenStraggle(error_code* seen,
+                                                          Event* never,
+                                                          Event* release,
+                                                          Event* finished) {
+  auto [ec] =
+      co_await never->async_receive(asio::as_tuple(asio::use_awaitable));
+  *seen = ec;
+  co_await asio::this_coro::reset_cancellation_state();
+  co_await release->async_receive(asio::as_tuple(asio::use_awaitable));
+  error_code none;
+  co_await finished->async_send(none, asio::use_awaitable);
+  co_return absl::OkStatus();
+}
+
+// TensorFlow's threads started before a stop run; so does a task whose
+// Spawn returned before RequestStop, although its start was still queued on
+// the strand when the stop came: the stop reaches its first wait as a
+// cancellation, and Join waits for it (and names it when it straggles).
+CO_TEST(CoordinatorJoin, ATaskSpawnedBeforeAStopRunsAndSeesTheStop) {
+  auto& io = co_test::Io();
+  Coordinator coord(io.get_executor());
+  Event never(io), release(io, 1), finished(io, 1);
+  error_code seen;
+  coord.Spawn("spawned before the stop",
+              RecordFirstWaitThenStraggle(&seen, &never, &release, &finished));
+  coord.RequestStop().IgnoreError();  // before the strand ran the start
+  absl::Status status = co_await coord.Join(1ms, asio::use_awaitable);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_EQ(status.message(),
+            "Coordinator stopped with threads still running: spawned before "
+            "the stop");
+  EXPECT_TRUE(IsCancellation(seen)) << seen.message();
+  error_code none;
+  co_await release.async_send(none, asio::use_awaitable);
+  co_await finished.async_receive(asio::use_awaitable);
+}
+
+// Records how its one wait (on `never`) ended.
+asio::awaitable<absl::Status> RecordWait(error_code* seen, Event* never) {
+  auto [ec] =
+      co_await never->async_receive(asio::as_tuple(asio::use_awaitable));
+  *seen = ec;
+  co_return absl::CancelledError("stopped");
+}
+
+// When such a task honours the stop, Join completes with OK once it
+// finished.
+CO_TEST(CoordinatorJoin, ATaskSpawnedBeforeAStopIsJoinedOnceItFinished) {
+  auto& io = co_test::Io();
+  Coordinator coord(io.get_executor());
+  Event never(io);
+  error_code seen;
+  coord.Spawn("waiter", RecordWait(&seen, &never));
+  coord.RequestStop().IgnoreError();
+  absl::Status status = co_await coord.Join(kBound, asio::use_awaitable);
+  EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(IsCancellation(seen))
+      << "the task did not run: " << seen.message();
+}
+
 CO_TEST(CoordinatorJoin, TaskSpawnedAfterAStopDoesNotRun) {
   Coordinator coord(co_test::Io().get_executor());
   coord.RequestStop().IgnoreError();

@@ -766,7 +766,7 @@ CO_TEST(MonitoredSession, RunStepFnGivesRawSessionHooksAndStop) {
     RunArgs raw = graph.Increment();
     auto r1 = co_await step.session().Run(raw, asio::use_awaitable);
     if (!r1.ok()) co_return r1.status();
-    auto r2 = co_await step.RunWithHooks(graph.Double(1));
+    auto r2 = co_await step.RunWithHooks(graph.Double(1), asio::use_awaitable);
     if (!r2.ok()) co_return r2.status();
     step.RequestStop();
     co_return absl::OkStatus();

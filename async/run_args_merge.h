@@ -1,0 +1,67 @@
+// Merging what a step's caller and its hooks ask for into one graph run,
+// and handing each its own results -- TensorFlow's rule for
+// SessionRunHook.before_run (semantics 3 and 4 of async/session_run_hook.h).
+//
+//   MergedRunArgs merged;
+//   absl::Status s = MergeRunArgs(graph, caller_args, hook_args, merged);
+//   ... run merged.args; `values` are its results ...
+//   absl::Span<const Tensor> mine = merged.HookResults(values, h);
+//   values.resize(merged.caller_fetches);             // the caller's own
+//
+// Rules:
+//   * fetches: the caller's first, then each hook's, in hook order; names
+//     (fetch_names, target_names, feeds_by_name) are resolved in place.
+//   * targets: all of them.
+//   * feeds: the caller's and every hook's; a tensor fed twice (by two
+//     hooks, or by a hook and the caller) is InvalidArgument naming the
+//     tensor and the hook, and nothing is merged. The caller's args are not
+//     modified.
+//   * options: the highest trace level; the largest timeout among those set
+//     (none set = no timeout).
+// An unknown name is InvalidArgument naming it (async/run_args.h).
+//
+// Pure functions over plain values; thread safety as for any value.
+#ifndef COSESSION_ASYNC_RUN_ARGS_MERGE_H_
+#define COSESSION_ASYNC_RUN_ARGS_MERGE_H_
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "async/run_args.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace cosession {
+
+struct MergedRunArgs {
+  // What the graph runs.
+  RunArgs args;
+  // Results [0, caller_fetches) are the caller's.
+  size_t caller_fetches = 0;
+  // Per hook, the range [first, second) of its results.
+  std::vector<std::pair<size_t, size_t>> hook_fetches;
+
+  // Hook `h`'s results among the run's `values`.
+  absl::Span<const Tensor> HookResults(absl::Span<const Tensor> values,
+                                       size_t h) const {
+    const auto [begin, end] = hook_fetches[h];
+    return values.subspan(begin, end - begin);
+  }
+};
+
+// Merges `caller` and `hooks` (hook h's args at hooks[h]; their feeds are
+// moved out) into `merged`, whose vectors are reused (a step that merges
+// every time keeps their capacity). On error `merged` is unspecified.
+absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
+                          absl::Span<RunArgs> hooks, MergedRunArgs& merged);
+
+// True when `args` asks for nothing (no fetch, target, feed, name, trace or
+// timeout): such a hook needs no merge.
+bool AsksForNothing(const RunArgs& args);
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_RUN_ARGS_MERGE_H_

@@ -1,0 +1,139 @@
+// StepRunner: one step of a MonitoredSession, and only that -- every hook's
+// BeforeRun, one graph run of the merged arguments, every hook's AfterRun,
+// as semantics 3-6, 10 and 11 of async/session_run_hook.h require. No
+// recovery, no coordinator, no session bookkeeping: what the step learned
+// (its values or error, a hook's stop request) is in its StepResult, for
+// MonitoredSession to act on. Every entry path of MonitoredSession (Run,
+// Run with use_awaitable, RunStepFn, StepContext::RunWithHooks) runs its
+// steps here.
+//
+// Order within a step (H = the hooks of the step's RunMode, in order):
+//   ask each h in H whether it may suspend in this step
+//     (SessionRunHook::MaySuspendInNextStep);
+//   BeforeRun of every h: started together and awaited as a TaskGroup
+//     (async/task_group.h) when two or more may suspend and the concurrency
+//     is kConcurrent, else one after another; a SyncSessionRunHook that
+//     will not suspend is called through BeforeRunSync. The first error
+//     ends the step: no graph run, no AfterRun.
+//   merge the caller's and the hooks' arguments (async/run_args_merge.h);
+//     a merge error ends the step likewise. A hook that asked for nothing
+//     costs no merge.
+//   one graph run; an error ends the step (no AfterRun).
+//   AfterRun of every h with its own results, the same way; the first
+//     error ends the step.
+//   the caller's values.
+// A cancellation of the step (the awaiting coroutine's, or, in an inline
+// step, a stop emitted on its StepState) cancels the wait in progress; one
+// that arrives between phases is seen at the next check: before the graph
+// run ("Step cancelled before the graph ran") and after the AfterRuns
+// ("Step cancelled in AfterRun"), both Cancelled. A graph run that
+// completed returns its values unless AfterRun was cut short. Exceptions
+// escaping a hook become statuses (async/status_from_exception.h).
+//
+// Inline steps: when the step runs inside the caller's coroutine
+// (`inline_step` set; no hook may suspend), the graph run is bound to the
+// inline step's own signal -- which a stop emits -- and the caller's slot
+// is bridged to it right before the run: a cancellation by the caller also
+// calls inline_step->on_caller_cancel (the session's stop request).
+//
+// Thread safety: one step at a time (the runner reuses buffers from step to
+// step). The Graph, the hooks and the Session outlive the step.
+#ifndef COSESSION_ASYNC_STEP_RUNNER_H_
+#define COSESSION_ASYNC_STEP_RUNNER_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "async/detail/step_state.h"
+#include "async/run_args.h"
+#include "async/run_args_merge.h"
+#include "async/session.h"
+#include "async/session_run_hook.h"
+#include "graph/graph.h"
+#include "graph/tensor.h"
+
+namespace cosession {
+
+enum class HookConcurrency {
+  // BeforeRun/AfterRun started in order and awaited together.
+  kConcurrent,
+  // Each awaited before the next starts.
+  kSequential,
+};
+
+// Which hooks a Run calls. TensorFlow users asked for a run without hooks
+// (e.g. an evaluation step inside a training loop): hooks registered as
+// skippable (MonitoredSessionOptions::skippable_hooks) sit such a Run out --
+// none of their methods is called for it; the others run as usual.
+enum class RunMode {
+  kAllHooks,
+  kWithoutSkippableHooks,
+};
+
+// An inline step's state: its StepState plus what a caller's cancellation
+// must also do.
+struct InlineStep : detail::StepState {
+  using detail::StepState::StepState;
+  std::function<void()> on_caller_cancel;
+};
+
+class StepRunner {
+ public:
+  using Hooks = std::vector<std::shared_ptr<SessionRunHook>>;
+  using RunResult = absl::StatusOr<std::vector<Tensor>>;
+
+  struct StepResult {
+    RunResult result;
+    // Set when a hook asked the session to stop (the step still finished):
+    // the reason it gave, or one naming the first hook that asked.
+    std::string stop_reason;
+  };
+
+  // `unskippable` = `all` minus the skippable hooks, in order.
+  StepRunner(const Graph& graph, Hooks all, Hooks unskippable,
+             HookConcurrency concurrency);
+
+  const Hooks& hooks(RunMode mode) const { return ForMode(mode).hooks; }
+  // Whether some hook of `mode` may suspend in the coming step.
+  bool AnyHookMaySuspend(RunMode mode) const;
+
+  // One step; `args` and `session` live in the awaiting frame.
+  boost::asio::awaitable<StepResult> Run(Session& session, const RunArgs& args,
+                                         RunMode mode, InlineStep* inline_step);
+
+ private:
+  // The hooks one RunMode calls, and each as a SyncSessionRunHook (or null).
+  struct HooksOfMode {
+    Hooks hooks;
+    std::vector<SyncSessionRunHook*> sync;
+  };
+  const HooksOfMode& ForMode(RunMode mode) const {
+    return mode == RunMode::kWithoutSkippableHooks ? unskippable_ : all_;
+  }
+
+  // The graph run, not started: awaited in the same full-expression by Run,
+  // so it costs no coroutine frame of its own.
+  boost::asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
+      Session& session, const RunArgs& args, InlineStep* inline_step,
+      boost::asio::cancellation_slot caller);
+
+  const Graph& graph_;
+  HooksOfMode all_;
+  HooksOfMode unskippable_;
+  const HookConcurrency concurrency_;
+
+  // Buffers reused from step to step.
+  std::vector<RunArgs> hook_args_;
+  std::vector<char> may_suspend_;
+  MergedRunArgs merged_;
+  std::vector<SessionRunValues> own_values_;
+  std::vector<const SessionRunValues*> values_;
+};
+
+}  // namespace cosession
+
+#endif  // COSESSION_ASYNC_STEP_RUNNER_H_
