@@ -4,7 +4,7 @@
 // this interface; io/saver.h's Saver implements it for safetensors
 // checkpoints.
 //
-// Contract of RestoreLatest: restores every variable of `session` from the
+// Contract of RestoreLatestIfAny: restores every variable of `session` from the
 // newest loadable checkpoint in `checkpoint_dir` and completes with true;
 // with false when the directory holds no checkpoint (a first run); with an
 // error naming the file otherwise (DataLoss for a corrupt file, NotFound or
@@ -28,7 +28,7 @@ namespace cosession {
 class CheckpointRestorer {
  public:
   virtual ~CheckpointRestorer() = default;
-  virtual boost::asio::awaitable<absl::StatusOr<bool>> RestoreLatest(
+  virtual boost::asio::awaitable<absl::StatusOr<bool>> RestoreLatestIfAny(
       Session& session, std::string checkpoint_dir) = 0;
 };
 

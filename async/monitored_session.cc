@@ -137,13 +137,18 @@ struct MonitoredSession::Impl {
   }
 
   asio::awaitable<absl::Status> CallAfterCreateSession() {
+    // Hooks are awaited with Asio's default throw_if_cancelled (see
+    // async/step_runner.cc).
+    const bool awaiter_throws = co_await asio::this_coro::throw_if_cancelled();
     for (const auto& hook : hooks) {
       absl::Status s;
       try {
+        co_await asio::this_coro::throw_if_cancelled(true);
         s = co_await hook->AfterCreateSession(*session, coord());
       } catch (...) {
         s = StatusFromException(std::current_exception(), "AfterCreateSession");
       }
+      co_await asio::this_coro::throw_if_cancelled(awaiter_throws);
       if (!s.ok()) co_return s;
     }
     co_return absl::OkStatus();
@@ -260,12 +265,11 @@ struct MonitoredSession::Impl {
 
   // What a step's outcome does to the session, once recovery (if any) gave
   // up: a hook's stop request, input exhausted, the error bookkeeping.
-  RunResult FinishStep(StepRunner::StepResult step) {
-    if (!step.stop_reason.empty()) StopCleanly(std::move(step.stop_reason));
-    RunResult& result = step.result;
+  RunResult FinishStep(RunResult result, std::string hook_stop_reason) {
+    if (!hook_stop_reason.empty()) StopCleanly(std::move(hook_stop_reason));
     if (result.ok()) {
       last_run_failed = false;
-      return std::move(result);
+      return result;
     }
     const absl::Status& s = result.status();
     if (absl::IsOutOfRange(s)) {
@@ -278,7 +282,7 @@ struct MonitoredSession::Impl {
       last_run_failed = true;
     }
     NotifyError(s);
-    return std::move(result);
+    return result;
   }
 };
 
@@ -425,17 +429,18 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
     if (absl::Status s = co_await impl->RecoverIfNeeded(impl); !s.ok()) {
       co_return s;
     }
-    StepRunner::StepResult step =
-        co_await impl->runner.Run(*impl->session, args, mode, nullptr);
-    if (!step.result.ok()) {
-      absl::Status s = impl->CauseOf(step.result.status());
+    std::string stop_reason;
+    RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
+                                                 nullptr, &stop_reason);
+    if (!result.ok()) {
+      absl::Status s = impl->CauseOf(result.status());
       if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
         impl->needs_recreate = true;
         continue;
       }
-      step.result = std::move(s);
+      result = std::move(s);
     }
-    co_return impl->FinishStep(std::move(step));
+    co_return impl->FinishStep(std::move(result), std::move(stop_reason));
   }
 }
 
@@ -468,36 +473,39 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
   if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
   InlineStep* step =
       impl->InlineStepOn(co_await asio::this_coro::executor, impl);
-  StepRunner::StepResult result =
-      co_await impl->runner.Run(*impl->session, args, mode, step);
+  std::string stop_reason;
+  RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
+                                               step, &stop_reason);
   step->finished = true;
+  step->signal.slot().clear();  // releases the finished run
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
     // The caller's cancellation is a stop request, wherever it struck.
     StopForCancellation(*impl);
   }
-  if (!result.result.ok()) {
-    absl::Status s = impl->CauseOf(result.result.status());
+  if (!result.ok()) {
+    absl::Status s = impl->CauseOf(result.status());
     if (IsRecoverable(s) && impl->HasRecoveryBudget(0)) {
       // Recovery awaits hooks that may suspend: the spawned path does it.
       impl->needs_recreate = true;
       co_return co_await RunCoroutineAsOperation(impl, std::move(args), mode,
                                                  1);
     }
-    result.result = std::move(s);
+    result = std::move(s);
   }
-  co_return impl->FinishStep(std::move(result));
+  co_return impl->FinishStep(std::move(result), std::move(stop_reason));
 }
 
 asio::awaitable<MonitoredSession::RunResult>
 MonitoredSession::RunWithHooksInline(std::shared_ptr<Impl> impl, RunArgs args,
                                      RunMode mode) {
-  StepRunner::StepResult step =
-      co_await impl->runner.Run(*impl->session, args, mode, nullptr);
-  if (!step.result.ok() && IsRecoverable(step.result.status())) {
+  std::string stop_reason;
+  RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
+                                               nullptr, &stop_reason);
+  if (!result.ok() && IsRecoverable(result.status())) {
     impl->needs_recreate = true;
   }
-  if (!step.stop_reason.empty()) impl->StopCleanly(std::move(step.stop_reason));
-  co_return std::move(step.result);
+  if (!stop_reason.empty()) impl->StopCleanly(std::move(stop_reason));
+  co_return result;
 }
 
 // ---------------------------------------------------------------- RunStepFn
@@ -519,7 +527,8 @@ bool MonitoredSession::FinishStepFnAttempt(Impl& impl,
                                            const absl::Status& status,
                                            bool stop_requested, int attempt) {
   if (stop_requested) impl.MarkStopped("step function requested stop");
-  if (IsRecoverable(status) && impl.HasRecoveryBudget(attempt)) {
+  // As for Run: a function cut short by a stop failed for the stop's cause.
+  if (IsRecoverable(impl.CauseOf(status)) && impl.HasRecoveryBudget(attempt)) {
     impl.needs_recreate = true;
     return true;
   }
@@ -558,10 +567,13 @@ void MonitoredSession::StartClose(asio::cancellation_slot slot,
         }
         absl::Status s;
         try {
+          // Asio's default rule for the hook (see async/step_runner.cc).
+          co_await asio::this_coro::throw_if_cancelled(true);
           s = co_await hook->End(*impl->session);
         } catch (...) {
           s = StatusFromException(std::current_exception(), "End");
         }
+        co_await asio::this_coro::throw_if_cancelled(false);
         if (!s.ok() && end_status.ok()) end_status = s;
       }
     }

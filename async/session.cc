@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -124,17 +125,17 @@ void Session::StartRun(std::shared_ptr<detail::SessionState> state,
                        RunDoneCallback done) {
   // Everything the run needs is taken from the args here, before returning.
   const RunArgs* resolved = &borrowed_args;
-  RunArgs with_names_resolved;
+  std::optional<RunArgs> with_names_resolved;  // made only when names are used
   if (!borrowed_args.feeds_by_name.empty() ||
       !borrowed_args.fetch_names.empty() ||
       !borrowed_args.target_names.empty()) {
     with_names_resolved = borrowed_args;
-    if (absl::Status s = ResolveNames(state->graph, with_names_resolved);
+    if (absl::Status s = ResolveNames(state->graph, *with_names_resolved);
         !s.ok()) {
       done(std::move(s));
       return;
     }
-    resolved = &with_names_resolved;
+    resolved = &*with_names_resolved;
   }
   const RunArgs& args = *resolved;
   absl::InlinedVector<Output, 4> feeds;

@@ -70,8 +70,8 @@ ChiefSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
     if (scaffold_.restore) {
       r = co_await scaffold_.restore(*session);
     } else {
-      r = co_await scaffold_.saver->RestoreLatest(*session,
-                                                  options_.checkpoint_dir);
+      r = co_await scaffold_.saver->RestoreLatestIfAny(*session,
+                                                       options_.checkpoint_dir);
     }
     if (!r.ok()) co_return r.status();
     restored = *r;

@@ -2,7 +2,7 @@
 // BeforeRun, one graph run of the merged arguments, every hook's AfterRun,
 // as semantics 3-6, 10 and 11 of async/session_run_hook.h require. No
 // recovery, no coordinator, no session bookkeeping: what the step learned
-// (its values or error, a hook's stop request) is in its StepResult, for
+// (its values or error, a hook's stop request) is in its result, for
 // MonitoredSession to act on. Every entry path of MonitoredSession (Run,
 // Run with use_awaitable, RunStepFn, StepContext::RunWithHooks) runs its
 // steps here.
@@ -86,13 +86,6 @@ class StepRunner {
   using Hooks = std::vector<std::shared_ptr<SessionRunHook>>;
   using RunResult = absl::StatusOr<std::vector<Tensor>>;
 
-  struct StepResult {
-    RunResult result;
-    // Set when a hook asked the session to stop (the step still finished):
-    // the reason it gave, or one naming the first hook that asked.
-    std::string stop_reason;
-  };
-
   // `unskippable` = `all` minus the skippable hooks, in order.
   StepRunner(const Graph& graph, Hooks all, Hooks unskippable,
              HookConcurrency concurrency);
@@ -101,9 +94,13 @@ class StepRunner {
   // Whether some hook of `mode` may suspend in the coming step.
   bool AnyHookMaySuspend(RunMode mode) const;
 
-  // One step; `args` and `session` live in the awaiting frame.
-  boost::asio::awaitable<StepResult> Run(Session& session, const RunArgs& args,
-                                         RunMode mode, InlineStep* inline_step);
+  // One step: the caller's values, or the step's error. When a hook asked
+  // the session to stop (the step still finished), *stop_reason is set to
+  // the reason it gave, or one naming the first hook that asked. `session`,
+  // `args` and `stop_reason` live in the awaiting frame.
+  boost::asio::awaitable<RunResult> Run(Session& session, const RunArgs& args,
+                                        RunMode mode, InlineStep* inline_step,
+                                        std::string* stop_reason);
 
  private:
   // The hooks one RunMode calls, and each as a SyncSessionRunHook (or null).
@@ -115,11 +112,12 @@ class StepRunner {
     return mode == RunMode::kWithoutSkippableHooks ? unskippable_ : all_;
   }
 
-  // The graph run, not started: awaited in the same full-expression by Run,
-  // so it costs no coroutine frame of its own.
-  boost::asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
-      Session& session, const RunArgs& args, InlineStep* inline_step,
-      boost::asio::cancellation_slot caller);
+  // The step's graph run, as an operation of its own (no coroutine frame
+  // of ours): cancelled through the awaiting coroutine's slot, or, in an
+  // inline step, through the step's signal, to which that slot is bridged
+  // until the run completes. `args` is borrowed until the run started.
+  static boost::asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
+      Session& session, const RunArgs& args, InlineStep* inline_step);
 
   const Graph& graph_;
   HooksOfMode all_;

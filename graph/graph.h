@@ -30,6 +30,7 @@
 #include "absl/types/span.h"
 #include "graph/attr_value.h"
 #include "graph/dtype.h"
+#include "graph/status.h"  // StatusError, thrown by the builders
 #include "graph/tensor_shape.h"
 
 namespace cosession {

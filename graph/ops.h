@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "graph/status.h"  // StatusError, thrown by the builders
 #include "graph/tensor.h"
 
 namespace cosession {

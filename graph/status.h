@@ -1,8 +1,8 @@
 // Status helpers shared by every layer.
 //
 // Run-time errors travel as absl::Status with TensorFlow's canonical codes
-// (see DESIGN.md "Errors"). Building a graph wrong is a programming error and
-// throws StatusError, which carries the same absl::Status so callers can
+// (docs/design.md, "Errors"). Building a graph wrong is a programming error
+// and throws StatusError, which carries the same absl::Status so callers can
 // still inspect the code.
 //
 // Thread safety: everything here is stateless.

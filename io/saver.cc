@@ -183,16 +183,62 @@ Node* ExistingAssign(Graph& graph, const Output& variable, Node* value) {
 asio::awaitable<absl::StatusOr<bool>> RestoreIfAny(std::shared_ptr<Saver> saver,
                                                    std::string dir,
                                                    Session* session) {
-  // The save's own error went to whoever started it; here only its end
-  // matters (its file must not be read half-written).
-  (void)co_await saver->WaitForPendingSave();
-  absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
-  if (absl::IsNotFound(state.status())) co_return false;
-  absl::StatusOr<std::string> restored =
-      co_await saver->RestoreLatest(*session, dir);
-  if (!restored.ok()) co_return restored.status();
-  co_return true;
+  co_return co_await saver->RestoreLatestIfAny(*session, std::move(dir));
 }
+
+// The saves in flight of every Saver of the process, by directory: a
+// restore of a directory waits for them (RestoreLatest).
+class SavesInFlight {
+ public:
+  static SavesInFlight& Get() {
+    static SavesInFlight* saves = new SavesInFlight;
+    return *saves;
+  }
+
+  void Add(const std::string& dir, const std::shared_ptr<PendingSave>& save) {
+    std::lock_guard lock(mu_);
+    std::vector<std::weak_ptr<PendingSave>>& saves = by_dir_[Key(dir)];
+    Prune(saves);
+    saves.push_back(save);
+  }
+
+  // The saves into `dir` not finished yet.
+  std::vector<std::shared_ptr<PendingSave>> In(const std::string& dir) {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<PendingSave>> pending;
+    auto it = by_dir_.find(Key(dir));
+    if (it == by_dir_.end()) return pending;
+    Prune(it->second);
+    for (const auto& weak : it->second) {
+      if (auto save = weak.lock()) pending.push_back(std::move(save));
+    }
+    if (it->second.empty()) by_dir_.erase(it);
+    return pending;
+  }
+
+ private:
+  // One spelling per directory ("ckpt", "./ckpt/" and its absolute path
+  // are one).
+  static std::string Key(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::path path = std::filesystem::absolute(dir, ec);
+    if (ec) path = dir;
+    std::string key = path.lexically_normal().string();
+    while (key.size() > 1 && key.back() == '/') key.pop_back();
+    return key;
+  }
+  static void Prune(std::vector<std::weak_ptr<PendingSave>>& saves) {
+    saves.erase(std::remove_if(saves.begin(), saves.end(),
+                               [](const std::weak_ptr<PendingSave>& weak) {
+                                 auto save = weak.lock();
+                                 return save == nullptr || save->done();
+                               }),
+                saves.end());
+  }
+
+  std::mutex mu_;
+  std::map<std::string, std::vector<std::weak_ptr<PendingSave>>> by_dir_;
+};
 
 }  // namespace
 
@@ -429,7 +475,8 @@ asio::awaitable<absl::StatusOr<std::shared_ptr<PendingSave>>> Saver::StartSave(
     }
     (void)co_await previous->Wait();
   }
-  // Named, not a temporary inside the coroutine (ASYNC_NOTES pitfall 4).
+  SavesInFlight::Get().Add(dir, mine);
+  // Named, not a temporary inside the coroutine (docs/async_pitfalls.md, 4).
   auto write = [self = shared_from_this(), mine, snapshot = std::move(snapshot),
                 dir = std::move(dir), step] {
     absl::StatusOr<std::string> result;
@@ -630,6 +677,11 @@ asio::awaitable<absl::Status> Saver::Restore(Session& session,
 
 asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     Session& session, std::string dir) {
+  // The saves' own errors went to whoever started them; here only their
+  // end matters.
+  for (const auto& save : SavesInFlight::Get().In(dir)) {
+    (void)co_await save->Wait();
+  }
   absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
   if (!state.ok()) co_return state.status();
   // Newest first: the model path, then the list from its end.
@@ -668,6 +720,19 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
   co_return absl::DataLossError(
       absl::StrCat("no checkpoint of '", dir,
                    "' can be restored: ", absl::StrJoin(failures, "; ")));
+}
+
+asio::awaitable<absl::StatusOr<bool>> Saver::RestoreLatestIfAny(
+    Session& session, std::string dir) {
+  for (const auto& save : SavesInFlight::Get().In(dir)) {
+    (void)co_await save->Wait();
+  }
+  absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
+  if (absl::IsNotFound(state.status())) co_return false;
+  absl::StatusOr<std::string> restored =
+      co_await RestoreLatest(session, std::move(dir));
+  if (!restored.ok()) co_return restored.status();
+  co_return true;
 }
 
 std::function<asio::awaitable<absl::StatusOr<bool>>(Session&)>

@@ -49,7 +49,9 @@
 // writes it on the Runtime's pool while later steps run. At most one save is
 // in flight: StartSave waits for the previous save to finish first (a save
 // is never skipped; training stalls only when saves come faster than the
-// disk writes them). WaitForPendingSave waits for the save in flight.
+// disk writes them). WaitForPendingSave waits for the save in flight. Every
+// save in flight is also known by its directory, process-wide, so that a
+// restore of that directory by another Saver waits for it too.
 //
 // Thread safety: thread-safe. A save in flight keeps its Saver alive (it
 // holds a shared_ptr); the Runtime it runs on must outlive it.
@@ -70,6 +72,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "async/clock.h"
+#include "async/checkpoint_restorer.h"
 #include "async/runtime.h"
 #include "async/session.h"
 #include "graph/graph.h"
@@ -145,7 +148,8 @@ class PendingSave {
   std::vector<Waiter> waiters_;
 };
 
-class Saver : public std::enable_shared_from_this<Saver> {
+class Saver : public CheckpointRestorer,
+              public std::enable_shared_from_this<Saver> {
  public:
   // Builds the restore ops (a Placeholder and an Assign per variable, under
   // "save/"). Call before the graph is finalized; on a finalized graph it
@@ -197,12 +201,18 @@ class Saver : public std::enable_shared_from_this<Saver> {
   boost::asio::awaitable<absl::Status> Restore(Session& session,
                                                std::string checkpoint);
 
-  // Restores the newest loadable checkpoint of `dir` and returns its prefix.
-  // NotFound when `dir` has no state file; DataLoss when no listed
+  // Restores the newest loadable checkpoint of `dir` and returns its prefix,
+  // after waiting for every save into `dir` still in flight (by any Saver of
+  // the process: a restore never reads a state older than one being
+  // written, nor a file half-written). NotFound when `dir` has no state file; DataLoss when no listed
   // checkpoint loads (each failure named); errors of the variables (NotFound,
   // InvalidArgument) as Restore, without falling back.
   boost::asio::awaitable<absl::StatusOr<std::string>> RestoreLatest(
       Session& session, std::string dir);
+  // CheckpointRestorer (a Scaffold's saver): RestoreLatest, or false when
+  // `dir` holds no checkpoint.
+  boost::asio::awaitable<absl::StatusOr<bool>> RestoreLatestIfAny(
+      Session& session, std::string dir) override;
 
  private:
   struct Retained {
