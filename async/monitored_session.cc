@@ -224,9 +224,9 @@ struct MonitoredSession::Impl {
 
   // Whether a Run can go through RunInline: no hook it calls may suspend
   // in this step, and no recovery is due.
-  bool CanRunInline(RunMode mode) const {
+  bool CanRunInline(RunMode mode) {
     return !needs_recreate && !HoldsRecoverableError(step_coord()) &&
-           !runner.AnyHookMaySuspend(mode);
+           runner.PlanStep(mode) == 0;
   }
 
   // The inline path's step state for a step on `executor`, registered in

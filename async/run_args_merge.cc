@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/status.h"
 
@@ -16,13 +17,111 @@ bool AsksForNothing(const RunArgs& a) {
          !a.options.timeout.has_value();
 }
 
+void ClearRunArgs(RunArgs& args) {
+  args.fetches.clear();
+  args.targets.clear();
+  args.feeds.clear();
+  args.options = RunOptions{};
+  args.fetch_names.clear();
+  args.target_names.clear();
+  args.feeds_by_name.clear();
+}
+
+void MergedRunArgs::HookResults(absl::Span<const Tensor> values, size_t h,
+                                std::vector<Tensor>& out) const {
+  out.clear();
+  const auto [begin, end] = hook_fetches[h];
+  for (size_t i = begin; i < end; ++i) out.push_back(values[fetch_index[i]]);
+}
+
+namespace {
+
+// ResolveNames, called only when there are names (the common step has none).
+absl::Status ResolveAnyNames(const Graph& graph, RunArgs& args) {
+  if (args.fetch_names.empty() && args.target_names.empty() &&
+      args.feeds_by_name.empty()) {
+    return absl::OkStatus();
+  }
+  return ResolveNames(graph, args);
+}
+
+// Finds fetches already in the run: a scan while they are few (the usual
+// step fetches a handful), a hash map beyond.
+class FetchPositions {
+ public:
+  static constexpr size_t kScanLimit = 16;
+
+  // The run fetches `first` (fixed) and then `added` (grown here).
+  FetchPositions(absl::Span<const Output> first, std::vector<Output>& added)
+      : first_(first), added_(added) {}
+
+  // The position of `out` among the run's fetches, added when new.
+  size_t Find(const Output& out) {
+    const size_t total = first_.size() + added_.size();
+    if (total <= kScanLimit) {
+      auto it = std::find(first_.begin(), first_.end(), out);
+      if (it != first_.end()) return it - first_.begin();
+      auto jt = std::find(added_.begin(), added_.end(), out);
+      if (jt != added_.end()) return first_.size() + (jt - added_.begin());
+    } else {
+      if (index_.empty()) {
+        for (size_t i = 0; i < total; ++i) index_.emplace(At(i), i);
+      }
+      auto it = index_.find(out);
+      if (it != index_.end()) return it->second;
+    }
+    added_.push_back(out);
+    if (!index_.empty()) index_.emplace(out, total);
+    return total;
+  }
+
+ private:
+  const Output& At(size_t i) const {
+    return i < first_.size() ? first_[i] : added_[i - first_.size()];
+  }
+  absl::Span<const Output> first_;
+  std::vector<Output>& added_;
+  absl::flat_hash_map<Output, size_t> index_;
+};
+
+// True when `a` asks for fetches (by Output) and nothing else.
+bool OnlyFetches(const RunArgs& a) {
+  return a.targets.empty() && a.feeds.empty() && a.fetch_names.empty() &&
+         a.target_names.empty() && a.feeds_by_name.empty() &&
+         a.options.trace_level == RunOptions::kNoTrace &&
+         !a.options.timeout.has_value();
+}
+
+}  // namespace
+
 absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                           absl::Span<RunArgs> hooks, MergedRunArgs& merged) {
-  merged.args = caller;
-  COSESSION_RETURN_IF_ERROR(ResolveNames(graph, merged.args));
-  merged.caller_fetches = merged.args.fetches.size();
   merged.hook_fetches.clear();
-  // Fed tensors are few: a linear scan beats a hash set's allocation.
+  merged.fetch_index.clear();
+  merged.extra_fetches.clear();
+  merged.only_fetches =
+      caller.fetch_names.empty() &&
+      std::all_of(hooks.begin(), hooks.end(), &OnlyFetches);
+  if (merged.only_fetches) {
+    merged.caller_fetches = caller.fetches.size();
+    FetchPositions positions(caller.fetches, merged.extra_fetches);
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      const size_t begin = merged.fetch_index.size();
+      for (const Output& fetch : hooks[h].fetches) {
+        merged.fetch_index.push_back(positions.Find(fetch));
+      }
+      merged.hook_fetches.emplace_back(begin, merged.fetch_index.size());
+    }
+    return absl::OkStatus();
+  }
+  merged.args = caller;
+  COSESSION_RETURN_IF_ERROR(ResolveAnyNames(graph, merged.args));
+  merged.caller_fetches = merged.args.fetches.size();
+  // The caller's fetches are copied into merged.args; the hooks' go after.
+  std::vector<Output> caller_fetches = std::move(merged.args.fetches);
+  merged.args.fetches.clear();
+  FetchPositions positions(caller_fetches, merged.args.fetches);
+  // Fed tensors are few: a scan beats a hash set's allocation.
   auto fed = [&](const Output& out) {
     return std::any_of(merged.args.feeds.begin(), merged.args.feeds.end(),
                        [&](const auto& feed) { return feed.first == out; });
@@ -30,11 +129,12 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
   RunOptions& options = merged.args.options;
   for (size_t h = 0; h < hooks.size(); ++h) {
     RunArgs& hook = hooks[h];
-    COSESSION_RETURN_IF_ERROR(ResolveNames(graph, hook));
-    const size_t begin = merged.args.fetches.size();
-    merged.args.fetches.insert(merged.args.fetches.end(), hook.fetches.begin(),
-                               hook.fetches.end());
-    merged.hook_fetches.emplace_back(begin, merged.args.fetches.size());
+    COSESSION_RETURN_IF_ERROR(ResolveAnyNames(graph, hook));
+    const size_t begin = merged.fetch_index.size();
+    for (const Output& fetch : hook.fetches) {
+      merged.fetch_index.push_back(positions.Find(fetch));
+    }
+    merged.hook_fetches.emplace_back(begin, merged.fetch_index.size());
     merged.args.targets.insert(merged.args.targets.end(), hook.targets.begin(),
                                hook.targets.end());
     for (auto& [out, value] : hook.feeds) {
@@ -54,6 +154,9 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                             : *hook.options.timeout;
     }
   }
+  caller_fetches.insert(caller_fetches.end(), merged.args.fetches.begin(),
+                        merged.args.fetches.end());
+  merged.args.fetches = std::move(caller_fetches);
   return absl::OkStatus();
 }
 

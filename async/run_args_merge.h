@@ -1,15 +1,17 @@
 // Merging what a step's caller and its hooks ask for into one graph run,
-// and handing each its own results -- TensorFlow's rule for
+// and handing each hook its own results -- TensorFlow's rule for
 // SessionRunHook.before_run (semantics 3 and 4 of async/session_run_hook.h).
 //
 //   MergedRunArgs merged;
 //   absl::Status s = MergeRunArgs(graph, caller_args, hook_args, merged);
 //   ... run merged.args; `values` are its results ...
-//   absl::Span<const Tensor> mine = merged.HookResults(values, h);
+//   merged.HookResults(values, h, hook_values.results);
 //   values.resize(merged.caller_fetches);             // the caller's own
 //
 // Rules:
-//   * fetches: the caller's first, then each hook's, in hook order; names
+//   * fetches: the caller's first, in its order, then each hook's, in hook
+//     order; a hook's fetch of a tensor already fetched (by the caller or an
+//     earlier hook) shares its result instead of being fetched twice. Names
 //     (fetch_names, target_names, feeds_by_name) are resolved in place.
 //   * targets: all of them.
 //   * feeds: the caller's and every hook's; a tensor fed twice (by two
@@ -37,30 +39,42 @@
 namespace cosession {
 
 struct MergedRunArgs {
-  // What the graph runs.
+  // What the graph runs: `args`; or, when the hooks asked only for fetches
+  // (and the caller used no names), the caller's own args followed by
+  // extra_fetches -- the common step, merged without copying the caller's.
+  bool only_fetches = false;
   RunArgs args;
+  std::vector<Output> extra_fetches;
   // Results [0, caller_fetches) are the caller's.
   size_t caller_fetches = 0;
-  // Per hook, the range [first, second) of its results.
+  // Per hook, the range [first, second) of fetch_index that lists the
+  // positions of its results among the run's, in the order it asked.
   std::vector<std::pair<size_t, size_t>> hook_fetches;
+  std::vector<size_t> fetch_index;
 
-  // Hook `h`'s results among the run's `values`.
-  absl::Span<const Tensor> HookResults(absl::Span<const Tensor> values,
-                                       size_t h) const {
-    const auto [begin, end] = hook_fetches[h];
-    return values.subspan(begin, end - begin);
+  // Hook `h`'s results among the run's `values`, into `out` (its capacity
+  // reused).
+  void HookResults(absl::Span<const Tensor> values, size_t h,
+                   std::vector<Tensor>& out) const;
+  bool HookFetchedNothing(size_t h) const {
+    return hook_fetches[h].first == hook_fetches[h].second;
   }
 };
 
 // Merges `caller` and `hooks` (hook h's args at hooks[h]; their feeds are
-// moved out) into `merged`, whose vectors are reused (a step that merges
-// every time keeps their capacity). On error `merged` is unspecified.
+// moved out and their names resolved in place) into `merged`, whose vectors
+// are reused (a step that merges every time keeps their capacity). On
+// error `merged` is unspecified. `caller` must outlive the run of `merged`
+// (only_fetches refers to it).
 absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                           absl::Span<RunArgs> hooks, MergedRunArgs& merged);
 
 // True when `args` asks for nothing (no fetch, target, feed, name, trace or
 // timeout): such a hook needs no merge.
 bool AsksForNothing(const RunArgs& args);
+
+// Empties `args`, keeping its vectors' capacity.
+void ClearRunArgs(RunArgs& args);
 
 }  // namespace cosession
 

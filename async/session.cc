@@ -31,6 +31,9 @@ struct SessionState {
   std::mutex mu;  // not absl::Mutex: see graph/resource_manager.h
   absl::flat_hash_map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans
       ABSL_GUARDED_BY(mu);
+  // The plan found last: a loop that runs the same step needs no hashing.
+  PlanKey last_key ABSL_GUARDED_BY(mu);
+  std::shared_ptr<const ExecutionPlan> last_plan ABSL_GUARDED_BY(mu);
 };
 
 }  // namespace detail
@@ -41,14 +44,18 @@ int64_t Code(const Output& out) {
   return (static_cast<int64_t>(out.node()->id()) << 16) | out.index();
 }
 
+// The plan of `args` whose fetches are followed by `extra_fetches`.
 absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
     detail::SessionState& state, const RunArgs& args,
-    absl::Span<const Output> feeds) {
+    absl::Span<const Output> extra_fetches, absl::Span<const Output> feeds) {
   detail::SessionState::PlanKey key;
   for (const Output& feed : feeds)
     key.push_back(feed.valid() ? Code(feed) : -2);
   key.push_back(-1);
   for (const Output& fetch : args.fetches) {
+    key.push_back(fetch.valid() ? Code(fetch) : -2);
+  }
+  for (const Output& fetch : extra_fetches) {
     key.push_back(fetch.valid() ? Code(fetch) : -2);
   }
   key.push_back(-1);
@@ -57,12 +64,22 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
   }
   {
     std::lock_guard lock(state.mu);
+    if (state.last_plan != nullptr && state.last_key == key) {
+      return state.last_plan;
+    }
     auto it = state.plans.find(key);
-    if (it != state.plans.end()) return it->second;
+    if (it != state.plans.end()) {
+      state.last_key = std::move(key);
+      state.last_plan = it->second;
+      return it->second;
+    }
   }
+  absl::InlinedVector<Output, 8> fetches(args.fetches.begin(),
+                                         args.fetches.end());
+  fetches.insert(fetches.end(), extra_fetches.begin(), extra_fetches.end());
   COSESSION_ASSIGN_OR_RETURN(
       std::shared_ptr<const ExecutionPlan> plan,
-      ExecutionPlan::Build(state.graph, feeds, args.fetches, args.targets));
+      ExecutionPlan::Build(state.graph, feeds, fetches, args.targets));
   std::lock_guard lock(state.mu);
   state.plans.emplace(std::move(key), plan);
   return plan;
@@ -71,6 +88,10 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
 }  // namespace
 
 absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
+  if (args.feeds_by_name.empty() && args.fetch_names.empty() &&
+      args.target_names.empty()) {
+    return absl::OkStatus();
+  }
   auto resolve = [&](const std::string& name,
                      absl::string_view role) -> absl::StatusOr<Output> {
     absl::StatusOr<Output> out = graph.FindOutput(name);
@@ -123,6 +144,14 @@ void Session::StartRun(std::shared_ptr<detail::SessionState> state,
                        const RunArgs& borrowed_args,
                        boost::asio::cancellation_slot slot,
                        RunDoneCallback done) {
+  StartRun(std::move(state), borrowed_args, {}, slot, std::move(done));
+}
+
+void Session::StartRun(std::shared_ptr<detail::SessionState> state,
+                       const RunArgs& borrowed_args,
+                       absl::Span<const Output> extra_fetches,
+                       boost::asio::cancellation_slot slot,
+                       RunDoneCallback done) {
   // Everything the run needs is taken from the args here, before returning.
   const RunArgs* resolved = &borrowed_args;
   std::optional<RunArgs> with_names_resolved;  // made only when names are used
@@ -147,7 +176,7 @@ void Session::StartRun(std::shared_ptr<detail::SessionState> state,
     feed_values.push_back(value);
   }
   absl::StatusOr<std::shared_ptr<const ExecutionPlan>> plan =
-      FindOrBuildPlan(*state, args, feeds);
+      FindOrBuildPlan(*state, args, extra_fetches, feeds);
   if (!plan.ok()) {
     done(plan.status());
     return;

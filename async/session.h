@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "async/completion.h"
 #include "async/executor.h"
 #include "async/run_args.h"
@@ -144,6 +145,14 @@ class Session {
   // Takes what it needs from `args` before it returns.
   static void StartRun(std::shared_ptr<detail::SessionState> state,
                        const RunArgs& args, boost::asio::cancellation_slot slot,
+                       RunDoneCallback done);
+  // The same, with `extra_fetches` fetched after those of `args` (after its
+  // fetch_names, once resolved): how the monitored step adds its hooks'
+  // fetches without copying the caller's arguments.
+  static void StartRun(std::shared_ptr<detail::SessionState> state,
+                       const RunArgs& args,
+                       absl::Span<const Output> extra_fetches,
+                       boost::asio::cancellation_slot slot,
                        RunDoneCallback done);
 
   std::shared_ptr<detail::SessionState> state_;

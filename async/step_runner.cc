@@ -68,16 +68,123 @@ StepRunner::StepRunner(const Graph& graph, Hooks all, Hooks unskippable,
   unskippable_.hooks = std::move(unskippable);
 }
 
-bool StepRunner::AnyHookMaySuspend(RunMode mode) const {
+int StepRunner::PlanStep(RunMode mode) {
   const Hooks& hooks = ForMode(mode).hooks;
-  return std::any_of(hooks.begin(), hooks.end(), [](const auto& hook) {
-    return hook->MaySuspendInNextStep();
-  });
+  may_suspend_.resize(hooks.size());
+  int suspending = 0;
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    may_suspend_[h] = hooks[h]->MaySuspendInNextStep() ? 1 : 0;
+    suspending += may_suspend_[h];
+  }
+  return suspending;
+}
+
+// Kept out of Run: their TaskGroups would make Run's frame, allocated for
+// every step, too big for Asio's frame cache.
+asio::awaitable<absl::Status> StepRunner::BeforeRunTogether(
+    const Hooks& hooks, SessionRunContext& context, int& stop_requester) {
+  TaskGroup group(co_await asio::this_coro::executor, "BeforeRun");
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    group.Spawn(BeforeRunInto(hooks[h], &context, &hook_args_[h],
+                              static_cast<int>(h), &stop_requester));
+  }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
+    group.CancelAll();
+  }
+  co_return co_await group.Join(asio::use_awaitable);
+}
+
+asio::awaitable<absl::Status> StepRunner::AfterRunTogether(
+    const Hooks& hooks, SessionRunContext& context, int& stop_requester) {
+  TaskGroup group(co_await asio::this_coro::executor, "AfterRun");
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    group.Spawn(AfterRunNoting(hooks[h], &context, values_[h],
+                               static_cast<int>(h), &stop_requester));
+  }
+  if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
+    group.CancelAll();
+  }
+  co_return co_await group.Join(asio::use_awaitable);
+}
+
+size_t StepRunner::BeforeRunSync(const HooksOfMode& mode_hooks, size_t h,
+                                 SessionRunContext& context,
+                                 int& stop_requester, bool& any_asked,
+                                 absl::Status& status) {
+  const size_t n = mode_hooks.hooks.size();
+  for (; h < n; ++h) {
+    SyncSessionRunHook* hook = mode_hooks.sync[h];
+    if (hook == nullptr || may_suspend_[h]) return h;
+    RunArgs& asked = hook_args_[h];
+    try {
+      status = hook->BeforeRunSync(context, asked);
+    } catch (...) {
+      status = StatusFromException(std::current_exception(), "BeforeRun");
+    }
+    if (!status.ok()) return h;
+    any_asked = any_asked || !AsksForNothing(asked);
+    if (stop_requester < 0 && context.stop_requested()) {
+      stop_requester = static_cast<int>(h);
+    }
+  }
+  return h;
+}
+
+size_t StepRunner::AfterRunSync(const HooksOfMode& mode_hooks, size_t h,
+                                SessionRunContext& context, int& stop_requester,
+                                absl::Status& status) {
+  const size_t n = mode_hooks.hooks.size();
+  for (; h < n; ++h) {
+    SyncSessionRunHook* hook = mode_hooks.sync[h];
+    if (hook == nullptr || may_suspend_[h]) return h;
+    try {
+      status = hook->AfterRunSync(context, *values_[h]);
+    } catch (...) {
+      status = StatusFromException(std::current_exception(), "AfterRun");
+    }
+    if (stop_requester < 0 && context.stop_requested()) {
+      stop_requester = static_cast<int>(h);
+    }
+    if (!status.ok()) return h;
+  }
+  return h;
+}
+
+void StepRunner::PrepareHookValues(size_t n, bool merged,
+                                   const RunOptions& options,
+                                   RunOutputs& outputs) {
+  common_values_.options = options;
+  common_values_.run_metadata = std::move(outputs.metadata);
+  const bool traced =
+      !common_values_.run_metadata.step_stats.node_stats.empty();
+  values_.assign(n, &common_values_);
+  if (!merged) return;
+  own_values_.resize(n);
+  for (size_t h = 0; h < n; ++h) {
+    if (merged_.HookFetchedNothing(h)) continue;
+    SessionRunValues& own = own_values_[h];
+    merged_.HookResults(outputs.values, h, own.results);
+    own.options = options;
+    if (traced || !own.run_metadata.step_stats.node_stats.empty()) {
+      own.run_metadata = common_values_.run_metadata;
+    }
+    values_[h] = &own;
+  }
+}
+
+void StepRunner::ReleaseHookValues(size_t n, bool merged) {
+  // This step's tensors go now; the vectors keep their capacity.
+  if (merged) {
+    for (size_t h = 0; h < n; ++h) own_values_[h].results.clear();
+  }
+  common_values_.run_metadata.step_stats.node_stats.clear();
 }
 
 asio::awaitable<absl::StatusOr<RunOutputs>> StepRunner::RunGraph(
-    Session& session, const RunArgs& args, InlineStep* inline_step) {
+    Session& session, const RunArgs& args,
+    absl::Span<const Output> extra_fetches, InlineStep* inline_step) {
   auto initiation = [](auto handler, Session* session, const RunArgs* args,
+                       absl::Span<const Output> extra_fetches,
                        InlineStep* inline_step) {
     asio::cancellation_slot caller =
         asio::get_associated_cancellation_slot(handler);
@@ -93,14 +200,15 @@ asio::awaitable<absl::StatusOr<RunOutputs>> StepRunner::RunGraph(
       }
       run_slot = inline_step->signal.slot();
     }
-    Session::StartRun(session->state_, *args, run_slot,
+    Session::StartRun(session->state_, *args, extra_fetches, run_slot,
                       PostToHandler<absl::StatusOr<RunOutputs>>(
                           std::move(handler),
                           [](absl::StatusOr<RunOutputs> r) { return r; }));
   };
   return asio::async_initiate<const asio::use_awaitable_t<>&,
                               void(absl::StatusOr<RunOutputs>)>(
-      initiation, asio::use_awaitable, &session, &args, inline_step);
+      initiation, asio::use_awaitable, &session, &args, extra_fetches,
+      inline_step);
 }
 
 asio::awaitable<StepRunner::RunResult> StepRunner::Run(
@@ -119,69 +227,59 @@ asio::awaitable<StepRunner::RunResult> StepRunner::Run(
     }
   };
   bool together = false;
+  bool any_asked = false;  // some hook asked for something: merge
   // A hook that may suspend is awaited with Asio's default rule,
   // throw_if_cancelled(true), whatever the awaiting coroutine set for
   // itself: a stop that struck between two of the hook's waits then ends
   // the second wait instead of going unnoticed (docs/async_pitfalls.md, 2).
   bool awaiter_throws = true;
-  hook_args_.clear();
   if (n > 0) {
     awaiter_throws = co_await asio::this_coro::throw_if_cancelled();
     context.emplace(args, session);
-    may_suspend_.assign(n, 0);
-    int suspending = 0;
-    for (size_t h = 0; h < n; ++h) {
-      may_suspend_[h] = hooks[h]->MaySuspendInNextStep() ? 1 : 0;
-      suspending += may_suspend_[h];
-    }
+    const int suspending =
+        inline_step != nullptr
+            ? 0
+            : PlanStep(mode);  // an inline step was planned by its caller
     together = concurrency_ == HookConcurrency::kConcurrent && suspending >= 2;
+    hook_args_.resize(n);
+    for (RunArgs& asked : hook_args_) ClearRunArgs(asked);
   }
 
-  // ---- BeforeRun. hook_args_ stays empty while every hook called in turn
-  // asks for nothing (the common case, kept cheap).
+  // ---- BeforeRun.
   if (together) {
-    hook_args_.resize(n);
-    TaskGroup group(co_await asio::this_coro::executor, "BeforeRun");
-    for (size_t h = 0; h < n; ++h) {
-      group.Spawn(BeforeRunInto(hooks[h], &*context, &hook_args_[h],
-                                static_cast<int>(h), &stop_requester));
-    }
-    if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
-      group.CancelAll();
-    }
-    absl::Status s = co_await group.Join(asio::use_awaitable);
+    absl::Status s = co_await BeforeRunTogether(hooks, *context, stop_requester);
     if (!s.ok()) co_return s;
-  } else if (n > 0) {
-    SessionRunArgs asked;  // what a sync hook writes; moved out when not empty
+    any_asked = std::any_of(
+        hook_args_.begin(), hook_args_.end(),
+        [](const RunArgs& a) { return !AsksForNothing(a); });
+  } else {
     for (size_t h = 0; h < n; ++h) {
       absl::Status s;
+      // Hooks called as plain functions, without this frame's overhead.
+      h = BeforeRunSync(mode_hooks, h, *context, stop_requester, any_asked, s);
+      if (!s.ok()) co_return s;
+      if (h == n) break;
+      RunArgs& asked = hook_args_[h];
+      if (may_suspend_[h]) co_await asio::this_coro::throw_if_cancelled(true);
       try {
-        if (mode_hooks.sync[h] != nullptr && !may_suspend_[h]) {
-          s = mode_hooks.sync[h]->BeforeRunSync(*context, asked);
-        } else {
-          co_await asio::this_coro::throw_if_cancelled(true);
-          absl::StatusOr<SessionRunArgs> r =
-              co_await hooks[h]->BeforeRun(*context);
-          s = r.status();
-          if (r.ok()) asked = *std::move(r);
-        }
+        absl::StatusOr<SessionRunArgs> r =
+            co_await hooks[h]->BeforeRun(*context);
+        s = r.status();
+        if (r.ok()) asked = *std::move(r);
       } catch (...) {
         s = StatusFromException(std::current_exception(), "BeforeRun");
       }
-      co_await asio::this_coro::throw_if_cancelled(awaiter_throws);
-      if (!s.ok()) co_return s;
-      if (!AsksForNothing(asked)) {
-        hook_args_.resize(n);
-        hook_args_[h] = std::exchange(asked, SessionRunArgs{});
+      if (may_suspend_[h]) {
+        co_await asio::this_coro::throw_if_cancelled(awaiter_throws);
       }
+      if (!s.ok()) co_return s;
+      any_asked = any_asked || !AsksForNothing(asked);
       note_stop(h);
     }
   }
 
   // ---- One graph run.
-  const bool merge = std::any_of(
-      hook_args_.begin(), hook_args_.end(),
-      [](const RunArgs& a) { return !AsksForNothing(a); });
+  const bool merge = any_asked;
   if (merge) {
     absl::Status s =
         MergeRunArgs(graph_, args, absl::MakeSpan(hook_args_), merged_);
@@ -194,62 +292,41 @@ asio::awaitable<StepRunner::RunResult> StepRunner::Run(
   }
   // (Named, not a conditional inside the co_await: g++ 12 mishandles
   // temporaries there.)
-  const RunArgs& run_args = merge ? merged_.args : args;
+  const bool copied = merge && !merged_.only_fetches;
+  const RunArgs& run_args = copied ? merged_.args : args;
+  absl::Span<const Output> extra_fetches;
+  if (merge && merged_.only_fetches) extra_fetches = merged_.extra_fetches;
   absl::StatusOr<RunOutputs> outputs =
-      co_await RunGraph(session, run_args, inline_step);
+      co_await RunGraph(session, run_args, extra_fetches, inline_step);
   if (!outputs.ok()) co_return std::move(outputs).status();
 
   // ---- AfterRun, each hook with its own results. Hooks that fetched
-  // nothing share `common`.
+  // nothing share common_values_.
   if (n > 0) {
-    SessionRunValues common;
-    common.options = run_args.options;
-    common.run_metadata = std::move(outputs->metadata);
-    values_.assign(n, &common);
-    if (merge) {
-      own_values_.resize(n);
-      for (size_t h = 0; h < n; ++h) {
-        absl::Span<const Tensor> mine =
-            merged_.HookResults(outputs->values, h);
-        if (mine.empty()) continue;
-        SessionRunValues& own = own_values_[h];
-        own.results.assign(mine.begin(), mine.end());
-        own.options = common.options;
-        own.run_metadata = common.run_metadata;
-        values_[h] = &own;
-      }
-    }
+    PrepareHookValues(n, merge, run_args.options, *outputs);
     absl::Status after;
     if (together) {
-      TaskGroup group(co_await asio::this_coro::executor, "AfterRun");
-      for (size_t h = 0; h < n; ++h) {
-        group.Spawn(AfterRunNoting(hooks[h], &*context, values_[h],
-                                   static_cast<int>(h), &stop_requester));
-      }
-      if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
-        group.CancelAll();
-      }
-      after = co_await group.Join(asio::use_awaitable);
+      after = co_await AfterRunTogether(hooks, *context, stop_requester);
     } else {
-      for (size_t h = 0; h < n && after.ok(); ++h) {
+      for (size_t h = 0; h < n; ++h) {
+        h = AfterRunSync(mode_hooks, h, *context, stop_requester, after);
+        if (!after.ok() || h == n) break;
+        if (may_suspend_[h]) {
+          co_await asio::this_coro::throw_if_cancelled(true);
+        }
         try {
-          if (mode_hooks.sync[h] != nullptr && !may_suspend_[h]) {
-            after = mode_hooks.sync[h]->AfterRunSync(*context, *values_[h]);
-          } else {
-            co_await asio::this_coro::throw_if_cancelled(true);
-            after = co_await hooks[h]->AfterRun(*context, *values_[h]);
-          }
+          after = co_await hooks[h]->AfterRun(*context, *values_[h]);
         } catch (...) {
           after = StatusFromException(std::current_exception(), "AfterRun");
         }
-        co_await asio::this_coro::throw_if_cancelled(awaiter_throws);
+        if (may_suspend_[h]) {
+          co_await asio::this_coro::throw_if_cancelled(awaiter_throws);
+        }
         note_stop(h);
+        if (!after.ok()) break;
       }
     }
-    if (merge) {
-      // Release this step's tensors now, keep the vectors' capacity.
-      for (size_t h = 0; h < n; ++h) own_values_[h].results.clear();
-    }
+    ReleaseHookValues(n, merge);
     if (!after.ok()) co_return after;
     if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
       co_return absl::CancelledError("Step cancelled in AfterRun");

@@ -91,10 +91,14 @@ class StepRunner {
              HookConcurrency concurrency);
 
   const Hooks& hooks(RunMode mode) const { return ForMode(mode).hooks; }
-  // Whether some hook of `mode` may suspend in the coming step.
-  bool AnyHookMaySuspend(RunMode mode) const;
+  // Asks each hook of `mode` whether it may suspend in the coming step
+  // (SessionRunHook::MaySuspendInNextStep, once per step) and returns how
+  // many may. The step that follows uses these answers.
+  int PlanStep(RunMode mode);
 
-  // One step: the caller's values, or the step's error. When a hook asked
+  // One step: the caller's values, or the step's error. An inline step
+  // (`inline_step` set) was planned by PlanStep just before, with no hook
+  // that may suspend; any other step is planned here. When a hook asked
   // the session to stop (the step still finished), *stop_reason is set to
   // the reason it gave, or one naming the first hook that asked. `session`,
   // `args` and `stop_reason` live in the awaiting frame.
@@ -117,17 +121,43 @@ class StepRunner {
   // inline step, through the step's signal, to which that slot is bridged
   // until the run completes. `args` is borrowed until the run started.
   static boost::asio::awaitable<absl::StatusOr<RunOutputs>> RunGraph(
-      Session& session, const RunArgs& args, InlineStep* inline_step);
+      Session& session, const RunArgs& args,
+      absl::Span<const Output> extra_fetches, InlineStep* inline_step);
+
+  // BeforeRunSync (AfterRunSync) of the hooks from `h` on that this step
+  // calls as plain functions, up to the first that must be awaited; returns
+  // its index (or the hooks' count). On an error, `status` holds it and the
+  // index is the failing hook's.
+  size_t BeforeRunSync(const HooksOfMode& mode_hooks, size_t h,
+                       SessionRunContext& context, int& stop_requester,
+                       bool& any_asked, absl::Status& status);
+  size_t AfterRunSync(const HooksOfMode& mode_hooks, size_t h,
+                      SessionRunContext& context, int& stop_requester,
+                      absl::Status& status);
+  // The SessionRunValues each hook's AfterRun gets (values_), and their
+  // release after the step.
+  void PrepareHookValues(size_t n, bool merged, const RunOptions& options,
+                         RunOutputs& outputs);
+  void ReleaseHookValues(size_t n, bool merged);
+
+  // The BeforeRun (AfterRun) of every hook, started together and joined.
+  // The references live in Run's frame, which awaits these.
+  boost::asio::awaitable<absl::Status> BeforeRunTogether(
+      const Hooks& hooks, SessionRunContext& context, int& stop_requester);
+  boost::asio::awaitable<absl::Status> AfterRunTogether(
+      const Hooks& hooks, SessionRunContext& context, int& stop_requester);
 
   const Graph& graph_;
   HooksOfMode all_;
   HooksOfMode unskippable_;
   const HookConcurrency concurrency_;
 
-  // Buffers reused from step to step.
+  // Buffers reused from step to step: each hook's arguments (a sync hook
+  // writes into its own), the plan, the merge, each hook's values.
   std::vector<RunArgs> hook_args_;
   std::vector<char> may_suspend_;
   MergedRunArgs merged_;
+  SessionRunValues common_values_;  // of the hooks that fetched nothing
   std::vector<SessionRunValues> own_values_;
   std::vector<const SessionRunValues*> values_;
 };

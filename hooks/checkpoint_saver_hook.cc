@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops.h"
+#include "graph/status.h"
 
 namespace cosession {
 namespace {
@@ -73,14 +74,7 @@ CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options,
       saver_(options_.saver) {}
 
 absl::Status CheckpointSaverHook::Begin(Graph& graph) {
-  absl::StatusOr<Output> global_step = GetGlobalStep(graph);
-  if (!global_step.ok()) {
-    return absl::Status(
-        global_step.status().code(),
-        absl::StrCat("CheckpointSaverHook needs a global step: ",
-                     global_step.status().message()));
-  }
-  global_step_ = *global_step;
+  COSESSION_RETURN_IF_ERROR(step_.Find(graph, "CheckpointSaverHook"));
   // A second Begin on the same graph keeps the Saver it made.
   if (!options_.saver && saver_graph_ != &graph) {
     absl::StatusOr<std::shared_ptr<Saver>> saver =
@@ -97,10 +91,12 @@ absl::Status CheckpointSaverHook::Begin(Graph& graph) {
 
 asio::awaitable<absl::StatusOr<std::vector<Tensor>>>
 CheckpointSaverHook::ReadSnapshot(Session& session) {
-  RunArgs args{.fetches = {global_step_}};
+  RunArgs args{.fetches = {step_.tensor()}};
   args.fetches.insert(args.fetches.end(), saver_->variables().begin(),
                       saver_->variables().end());
-  co_return co_await session.Run(std::move(args), asio::use_awaitable);
+  auto snapshot = co_await session.Run(std::move(args), asio::use_awaitable);
+  if (snapshot.ok()) step_.Observe(snapshot->at(0).scalar<int64_t>());
+  co_return snapshot;
 }
 
 asio::awaitable<absl::Status> CheckpointSaverHook::Deliver(
@@ -159,13 +155,43 @@ asio::awaitable<absl::Status> CheckpointSaverHook::AfterCreateSession(
   co_return s;
 }
 
+bool CheckpointSaverHook::MaySuspendInNextStep() const {
+  if (undelivered_ && !options_.listeners.empty()) return true;
+  std::optional<int64_t> expected = step_.ExpectedAfterNextStep();
+  return !expected.has_value() || timer_.ShouldTriggerForStep(*expected);
+}
+
+absl::Status CheckpointSaverHook::DeliverIfDoneWithoutListeners() {
+  if (!undelivered_ || !undelivered_->done()) return absl::OkStatus();
+  std::shared_ptr<PendingSave> save = std::move(undelivered_);
+  undelivered_.reset();
+  return save->WaitBlocking().status();  // done: returns at once
+}
+
+absl::Status CheckpointSaverHook::BeforeRunSync(SessionRunContext&,
+                                                SessionRunArgs& args) {
+  COSESSION_RETURN_IF_ERROR(DeliverIfDoneWithoutListeners());
+  step_.AddFetch(args);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointSaverHook::AfterRunSync(SessionRunContext&,
+                                               const SessionRunValues& values) {
+  COSESSION_RETURN_IF_ERROR(DeliverIfDoneWithoutListeners());
+  // A timer that became due during this step makes the next step expect a
+  // save (MaySuspendInNextStep): no second look at the clock here.
+  return step_.TakeFetched(values).status();
+}
+
 asio::awaitable<absl::StatusOr<SessionRunArgs>> CheckpointSaverHook::BeforeRun(
     SessionRunContext& context) {
   if (absl::Status s = co_await DeliverIfDone(context.session(), &context);
       !s.ok()) {
     co_return s;
   }
-  co_return SessionRunArgs{.fetches = {global_step_}};
+  SessionRunArgs args;
+  step_.AddFetch(args);
+  co_return args;
 }
 
 asio::awaitable<absl::Status> CheckpointSaverHook::AfterRun(
@@ -174,8 +200,11 @@ asio::awaitable<absl::Status> CheckpointSaverHook::AfterRun(
   if (absl::Status s = co_await DeliverIfDone(session, &context); !s.ok()) {
     co_return s;
   }
-  const int64_t stale_step = values.results.at(0).scalar<int64_t>();
-  if (!timer_.ShouldTriggerForStep(stale_step + 1)) co_return absl::OkStatus();
+  absl::Status fetched = step_.TakeFetched(values).status();
+  if (!fetched.ok()) co_return fetched;
+  if (!timer_.ShouldTriggerForStep(step_.EstimatedAfter())) {
+    co_return absl::OkStatus();
+  }
   // The real step after the train op, with the variables of that step.
   absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
   if (!snapshot.ok()) co_return snapshot.status();

@@ -17,8 +17,10 @@
 //   * AfterCreateSession (also after each recovery): saves the checkpoint of
 //     the current (restored or initial) step and marks that step triggered.
 //   * BeforeRun fetches the global step. AfterRun: when the timer would
-//     trigger for that step + 1, reads the global step and the variables in
-//     one run; if the timer triggers for the step read, saves it.
+//     trigger for the step's estimated value (that step + 1, as TensorFlow,
+//     until a read teaches otherwise: hooks/global_step.h), reads the global
+//     step and the variables in one run; if the timer triggers for the step
+//     read, saves it.
 //   * End: saves when the last saved step is not the current one, then calls
 //     every listener's End.
 //   * A save: every listener's BeforeSave, the write, every listener's
@@ -43,6 +45,12 @@
 //   * A failed write surfaces as the error of the hook call that delivers
 //     it (the next BeforeRun/AfterRun, save or End), as TF's save raises.
 //
+// Suspending: the hook waits (MaySuspendInNextStep) only on the steps it
+// expects to save, and while a write is in flight with listeners to tell
+// (AfterSave is a coroutine). On other steps its calls are plain functions;
+// a time-based timer that becomes due during such a step makes the next
+// step the one that saves.
+//
 // Thread safety: a hook belongs to one MonitoredSession at a time, which
 // never calls it concurrently; listeners are called in order, one at a time.
 #ifndef COSESSION_HOOKS_CHECKPOINT_SAVER_HOOK_H_
@@ -60,6 +68,7 @@
 #include "absl/time/time.h"
 #include "async/clock.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 #include "hooks/second_or_step_timer.h"
 #include "io/saver.h"
 
@@ -100,7 +109,7 @@ struct CheckpointSaverHookOptions {
   bool wait_for_write = false;
 };
 
-class CheckpointSaverHook : public SessionRunHook {
+class CheckpointSaverHook : public SyncSessionRunHook {
  public:
   // InvalidArgument naming the bad option: an empty checkpoint_dir, both or
   // neither of save_secs/save_steps, a non-positive period, a null listener.
@@ -118,11 +127,17 @@ class CheckpointSaverHook : public SessionRunHook {
   absl::Status Begin(Graph& graph) override;
   boost::asio::awaitable<absl::Status> AfterCreateSession(
       Session& session, Coordinator& coordinator) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
   boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext& context) override;
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
+  bool MaySuspend() const override { return true; }
+  bool MaySuspendInNextStep() const override;
 
  private:
   CheckpointSaverHook(CheckpointSaverHookOptions options,
@@ -142,12 +157,14 @@ class CheckpointSaverHook : public SessionRunHook {
   // Deliver, only when the write already finished.
   boost::asio::awaitable<absl::Status> DeliverIfDone(
       Session& session, SessionRunContext* context);
+  // The same without suspending, when there are no listeners to tell.
+  absl::Status DeliverIfDoneWithoutListeners();
 
   CheckpointSaverHookOptions options_;
   SecondOrStepTimer timer_;
   std::shared_ptr<Saver> saver_;
   const Graph* saver_graph_ = nullptr;
-  Output global_step_;
+  GlobalStep step_;
   // A save whose AfterSave listeners have not run yet.
   std::shared_ptr<PendingSave> undelivered_;
 };

@@ -37,10 +37,7 @@ absl::StatusOr<std::shared_ptr<EarlyStoppingHook>> EarlyStoppingHook::Create(
 }
 
 absl::Status EarlyStoppingHook::Begin(Graph& graph) {
-  auto step = hooks_detail::FindGlobalStepFor(graph, "EarlyStoppingHook");
-  if (!step.ok()) return step.status();
-  global_step_ = *step;
-  return absl::OkStatus();
+  return step_.Find(graph, "EarlyStoppingHook");
 }
 
 boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
@@ -68,7 +65,7 @@ boost::asio::awaitable<absl::Status> EarlyStoppingHook::AfterRun(
       values.results.at(0),
       absl::StrCat("EarlyStoppingHook: metric '", name, "'"));
   if (!value.ok()) co_return value.status();
-  auto step = co_await hooks_detail::ReadInt64(context.session(), global_step_);
+  absl::StatusOr<int64_t> step = co_await step_.Read(context.session());
   if (!step.ok()) co_return step.status();
   ++evaluations_;
   if (Improves(*value)) {

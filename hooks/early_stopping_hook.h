@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 #include "hooks/log_sink.h"
 
 namespace cosession {
@@ -71,6 +72,11 @@ class EarlyStoppingHook : public SessionRunHook {
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
 
+  // Only evaluation steps wait (to read the global step they reached).
+  bool MaySuspendInNextStep() const override {
+    return iteration_ % options_.every_n_steps == 0;
+  }
+
   std::optional<double> best_value() const { return best_value_; }
   // The global step after the evaluation that gave the best value.
   std::optional<int64_t> best_step() const { return best_step_; }
@@ -83,7 +89,7 @@ class EarlyStoppingHook : public SessionRunHook {
   bool Improves(double value) const;
 
   EarlyStoppingHookOptions options_;
-  Output global_step_;
+  GlobalStep step_;
   int64_t iteration_ = 0;
   bool evaluate_ = false;
   std::optional<double> best_value_;

@@ -3,6 +3,7 @@
 #include <exception>
 
 #include "absl/strings/str_cat.h"
+#include "async/status_from_exception.h"
 
 namespace cosession {
 
@@ -14,21 +15,18 @@ absl::StatusOr<std::shared_ptr<FeedFnHook>> FeedFnHook::Create(
   return std::shared_ptr<FeedFnHook>(new FeedFnHook(std::move(options)));
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> FeedFnHook::BeforeRun(
-    SessionRunContext&) {
+absl::Status FeedFnHook::BeforeRunSync(SessionRunContext&,
+                                       SessionRunArgs& args) {
   absl::StatusOr<Feeds> feeds;
   try {
     feeds = options_.feed_fn();
-  } catch (const std::exception& e) {
-    feeds = absl::InternalError(
-        absl::StrCat("FeedFnHook: feed_fn threw: ", e.what()));
   } catch (...) {
-    feeds = absl::InternalError("FeedFnHook: feed_fn threw a non-exception");
+    feeds =
+        StatusFromException(std::current_exception(), "FeedFnHook: feed_fn");
   }
-  if (!feeds.ok()) co_return feeds.status();
-  SessionRunArgs args;
+  if (!feeds.ok()) return feeds.status();
   args.feeds = *std::move(feeds);
-  co_return args;
+  return absl::OkStatus();
 }
 
 }  // namespace cosession

@@ -37,16 +37,15 @@ struct FeedFnHookOptions {
   std::function<absl::StatusOr<Feeds>()> feed_fn;
 };
 
-class FeedFnHook : public SessionRunHook {
+class FeedFnHook : public SyncSessionRunHook {
  public:
   using Feeds = FeedFnHookOptions::Feeds;
 
   static absl::StatusOr<std::shared_ptr<FeedFnHook>> Create(
       FeedFnHookOptions options);
 
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
-  bool MaySuspend() const override { return false; }
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
 
  private:
   explicit FeedFnHook(FeedFnHookOptions options)

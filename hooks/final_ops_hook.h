@@ -39,13 +39,12 @@ struct FinalOpsHookOptions {
   LogSink sink;  // unset = stderr
 };
 
-class FinalOpsHook : public SessionRunHook {
+class FinalOpsHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<FinalOpsHook>> Create(
       FinalOpsHookOptions options);
 
   boost::asio::awaitable<absl::Status> End(Session& session) override;
-  bool MaySuspend() const override { return false; }
 
   // The values of final_ops; unset until End ran them successfully.
   const std::optional<std::vector<Tensor>>& final_ops_values() const {

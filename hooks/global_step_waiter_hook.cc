@@ -6,7 +6,6 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "hooks/detail/hook_util.h"
 
 namespace cosession {
 namespace {
@@ -29,10 +28,7 @@ GlobalStepWaiterHook::Create(GlobalStepWaiterHookOptions options) {
 
 absl::Status GlobalStepWaiterHook::Begin(Graph& graph) {
   started_ = false;
-  auto step = hooks_detail::FindGlobalStepFor(graph, "GlobalStepWaiterHook");
-  if (!step.ok()) return step.status();
-  global_step_ = *step;
-  return absl::OkStatus();
+  return step_.Find(graph, "GlobalStepWaiterHook");
 }
 
 asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
@@ -44,7 +40,7 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
     co_return SessionRunArgs{};
   }
   // The cancellation state is checked before every co_await: awaiting
-  // anything after a cancellation throws (ASYNC_NOTES pitfall 2), while a
+  // anything after a cancellation throws (docs/async_pitfalls.md, 2), while a
   // this_coro query does not.
   auto state = co_await asio::this_coro::cancellation_state;
   int64_t current = -1;
@@ -59,8 +55,7 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
   while (true) {
     if (state.cancelled() != asio::cancellation_type::none)
       co_return cancelled();
-    auto step =
-        co_await hooks_detail::ReadInt64(context.session(), global_step_);
+    absl::StatusOr<int64_t> step = co_await step_.Read(context.session());
     if (!step.ok()) co_return step.status();
     current = *step;
     if (*step >= target) {

@@ -35,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 #include "hooks/log_sink.h"
 
 namespace cosession {
@@ -54,6 +55,11 @@ class GlobalStepWaiterHook : public SessionRunHook {
   boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
       SessionRunContext& context) override;
 
+  // Only the steps before the global step was reached wait.
+  bool MaySuspendInNextStep() const override {
+    return !started_ && options_.wait_until_step > 0;
+  }
+
   // True once the global step was seen at or past wait_until_step.
   bool started() const { return started_; }
 
@@ -62,7 +68,7 @@ class GlobalStepWaiterHook : public SessionRunHook {
       : options_(std::move(options)) {}
 
   GlobalStepWaiterHookOptions options_;
-  Output global_step_;
+  GlobalStep step_;
   bool started_ = false;
 };
 

@@ -1,23 +1,8 @@
-// The implementation of hooks/detail/hook_util.h (here because CMake globs
-// hooks/*.cc only).
 #include "hooks/detail/hook_util.h"
 
-#include <boost/asio/use_awaitable.hpp>
-
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
 
 namespace cosession::hooks_detail {
-
-absl::StatusOr<Output> FindGlobalStepFor(Graph& graph, std::string hook_name) {
-  absl::StatusOr<Output> step = GetGlobalStep(graph);
-  if (step.ok()) return step;
-  return absl::Status(step.status().code(),
-                      absl::StrCat(hook_name,
-                                   " needs a global step (create it with "
-                                   "GetOrCreateGlobalStep): ",
-                                   step.status().message()));
-}
 
 absl::StatusOr<double> ScalarAsDouble(const Tensor& value, std::string what) {
   if (value.NumElements() != 1) {
@@ -47,16 +32,6 @@ absl::StatusOr<int64_t> ScalarAsInt64(const Tensor& value, std::string what) {
   }
   if (value.dtype() == DType::kInt32) return value.scalar<int32_t>();
   return value.scalar<int64_t>();
-}
-
-boost::asio::awaitable<absl::StatusOr<int64_t>> ReadInt64(Session& session,
-                                                          Output fetch) {
-  RunArgs args;
-  args.fetches.push_back(fetch);
-  auto values =
-      co_await session.Run(std::move(args), boost::asio::use_awaitable);
-  if (!values.ok()) co_return values.status();
-  co_return ScalarAsInt64(values->at(0), fetch.name());
 }
 
 std::string DisplayName(const Output& output) {

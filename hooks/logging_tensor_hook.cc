@@ -77,19 +77,18 @@ absl::Status LoggingTensorHook::Begin(Graph& graph) {
   return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
-LoggingTensorHook::BeforeRun(SessionRunContext&) {
+absl::Status LoggingTensorHook::BeforeRunSync(SessionRunContext&,
+                                              SessionRunArgs& args) {
   should_trigger_ = timer_ && timer_->ShouldTriggerForStep(iteration_);
-  SessionRunArgs args;
   if (should_trigger_) args.fetches = fetches_;
-  co_return args;
+  return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::Status> LoggingTensorHook::AfterRun(
-    SessionRunContext&, const SessionRunValues& values) {
+absl::Status LoggingTensorHook::AfterRunSync(SessionRunContext&,
+                                             const SessionRunValues& values) {
   if (should_trigger_) Log(values.results);
   ++iteration_;
-  co_return absl::OkStatus();
+  return absl::OkStatus();
 }
 
 boost::asio::awaitable<absl::Status> LoggingTensorHook::End(Session& session) {

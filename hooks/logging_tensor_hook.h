@@ -65,19 +65,18 @@ struct LoggingTensorHookOptions {
   Clock* clock = nullptr;  // for every_n_secs; null = SystemClock()
 };
 
-class LoggingTensorHook : public SessionRunHook {
+class LoggingTensorHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<LoggingTensorHook>> Create(
       LoggingTensorHookOptions options);
 
   absl::Status Begin(Graph& graph) override;
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
-  boost::asio::awaitable<absl::Status> AfterRun(
-      SessionRunContext& context, const SessionRunValues& values) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
   // Suspends only in End.
-  bool MaySuspend() const override { return false; }
 
  private:
   LoggingTensorHook(LoggingTensorHookOptions options,

@@ -32,26 +32,25 @@ absl::StatusOr<std::shared_ptr<NanTensorHook>> NanTensorHook::Create(
   return std::shared_ptr<NanTensorHook>(new NanTensorHook(std::move(options)));
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> NanTensorHook::BeforeRun(
-    SessionRunContext&) {
-  SessionRunArgs args;
+absl::Status NanTensorHook::BeforeRunSync(SessionRunContext&,
+                                          SessionRunArgs& args) {
   args.fetches.push_back(options_.loss);
-  co_return args;
+  return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::Status> NanTensorHook::AfterRun(
-    SessionRunContext& context, const SessionRunValues& values) {
+absl::Status NanTensorHook::AfterRunSync(SessionRunContext& context,
+                                         const SessionRunValues& values) {
   const Tensor& loss = values.results.at(0);
   const bool nan = loss.dtype() == DType::kDouble ? AnyNaN<double>(loss)
                                                   : AnyNaN<float>(loss);
-  if (!nan) co_return absl::OkStatus();
+  if (!nan) return absl::OkStatus();
   options_.sink("Model diverged with loss = NaN.");
   if (options_.fail_on_nan_loss) {
-    co_return absl::InvalidArgumentError(absl::StrCat(
+    return absl::InvalidArgumentError(absl::StrCat(
         "NaN loss during training. (tensor '", options_.loss.name(), "')"));
   }
   context.RequestStop("hook 'NanTensorHook' requested stop: loss is NaN");
-  co_return absl::OkStatus();
+  return absl::OkStatus();
 }
 
 }  // namespace cosession

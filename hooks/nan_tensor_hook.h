@@ -37,16 +37,15 @@ struct NanTensorHookOptions {
   LogSink sink;  // unset = stderr
 };
 
-class NanTensorHook : public SessionRunHook {
+class NanTensorHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<NanTensorHook>> Create(
       NanTensorHookOptions options);
 
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
-  boost::asio::awaitable<absl::Status> AfterRun(
-      SessionRunContext& context, const SessionRunValues& values) override;
-  bool MaySuspend() const override { return false; }
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
 
  private:
   explicit NanTensorHook(NanTensorHookOptions options)

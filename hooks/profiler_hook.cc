@@ -4,8 +4,7 @@
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
-#include "hooks/global_step_read.h"
+#include "graph/status.h"
 
 namespace cosession {
 
@@ -34,13 +33,7 @@ std::string ProfilerHook::TimelinePath(int64_t global_step) const {
 }
 
 absl::Status ProfilerHook::Begin(Graph& graph) {
-  auto global_step = GetGlobalStep(graph);
-  if (!global_step.ok()) {
-    return absl::Status(global_step.status().code(),
-                        absl::StrCat("ProfilerHook needs a global step: ",
-                                     global_step.status().message()));
-  }
-  global_step_ = *global_step;
+  COSESSION_RETURN_IF_ERROR(step_.Find(graph, "ProfilerHook"));
   std::error_code ec;
   std::filesystem::create_directories(options_.output_dir, ec);
   if (ec) {
@@ -52,37 +45,48 @@ absl::Status ProfilerHook::Begin(Graph& graph) {
   return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> ProfilerHook::BeforeRun(
-    SessionRunContext&) {
-  request_trace_ =
-      next_step_.has_value() && timer_.ShouldTriggerForStep(*next_step_);
-  SessionRunArgs args;
-  args.fetches.push_back(global_step_);
+absl::Status ProfilerHook::BeforeRunSync(SessionRunContext&,
+                                         SessionRunArgs& args) {
+  request_trace_ = WantsTrace();
+  step_.AddFetch(args);
   if (request_trace_) args.options.trace_level = RunOptions::kFullTrace;
-  co_return args;
+  return absl::OkStatus();
+}
+
+absl::Status ProfilerHook::WriteTrace(const SessionRunValues& values,
+                                      int64_t global_step) {
+  timer_.UpdateLastTriggeredStep(global_step);
+  return WriteChromeTrace(values.run_metadata, TimelinePath(global_step),
+                          options_.trace);
+}
+
+absl::Status ProfilerHook::AfterRunSync(SessionRunContext&,
+                                        const SessionRunValues& values) {
+  COSESSION_RETURN_IF_ERROR(step_.TakeFetched(values).status());
+  const int64_t global_step = step_.EstimatedAfter();
+  if (request_trace_)
+    COSESSION_RETURN_IF_ERROR(WriteTrace(values, global_step));
+  next_step_ = global_step + 1;
+  return absl::OkStatus();
 }
 
 boost::asio::awaitable<absl::Status> ProfilerHook::AfterRun(
     SessionRunContext& context, const SessionRunValues& values) {
-  auto stale = FetchedGlobalStep(values.results, "ProfilerHook");
-  if (!stale.ok()) co_return stale.status();
+  absl::Status fetched = step_.TakeFetched(values).status();
+  if (!fetched.ok()) co_return fetched;
   if (!next_step_.has_value()) {
     // Learn where the fetch stands (once), then start the timer at the step
     // before this run, so that it fires only after N steps or seconds.
-    auto real = co_await ReadGlobalStep(&context.session(), global_step_);
+    absl::StatusOr<int64_t> real = co_await step_.Read(context.session());
     if (!real.ok()) co_return real.status();
-    estimate_.Learn(*stale, *real);
-    timer_.UpdateLastTriggeredStep(estimate_.Before(*stale));
+    timer_.UpdateLastTriggeredStep(step_.EstimatedBefore());
   }
-  int64_t global_step = estimate_.After(*stale);
+  int64_t global_step = step_.EstimatedAfter();
   if (request_trace_) {
-    auto real = co_await ReadGlobalStep(&context.session(), global_step_);
+    absl::StatusOr<int64_t> real = co_await step_.Read(context.session());
     if (!real.ok()) co_return real.status();
     global_step = *real;
-    estimate_.Learn(*stale, global_step);
-    timer_.UpdateLastTriggeredStep(global_step);
-    absl::Status written = WriteChromeTrace(
-        values.run_metadata, TimelinePath(global_step), options_.trace);
+    absl::Status written = WriteTrace(values, global_step);
     if (!written.ok()) co_return written;
   }
   next_step_ = global_step + 1;

@@ -7,7 +7,7 @@
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
 //   * the first step is never traced: it only starts the timer, at the
 //     global step before it (it reads the global step once after it, to
-//     learn where its fetch stands: see GlobalStepEstimate);
+//     learn where its fetch stands: see hooks/global_step.h);
 //   * on a trigger step BeforeRun asks for RunOptions::kFullTrace; AfterRun
 //     reads the global step after the step, names the file by it, and
 //     restarts the timer there (save_steps = 2, one increment per step:
@@ -20,6 +20,10 @@
 // The trace file is written atomically (temporary file, fsync, rename) in
 // AfterRun, on the step's thread, as TensorFlow does -- one file per
 // trigger, so the cost falls on traced steps only.
+//
+// The hook suspends (to read the global step) on the first step and on the
+// steps it traces (MaySuspendInNextStep); a time-based trigger that fires
+// on another step names its file by the estimated global step.
 //
 // Errors: Create returns InvalidArgument naming the bad option (no period or
 // both, empty output_dir). Begin fails without a global step, or when
@@ -38,7 +42,7 @@
 #include "absl/time/time.h"
 #include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/global_step_read.h"
+#include "hooks/global_step.h"
 #include "hooks/second_or_step_timer.h"
 #include "io/chrome_trace.h"
 
@@ -52,18 +56,23 @@ struct ProfilerHookOptions {
   Clock* clock = nullptr;  // null = SystemClock()
 };
 
-class ProfilerHook : public SessionRunHook {
+class ProfilerHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<ProfilerHook>> Create(
       ProfilerHookOptions options);
 
   absl::Status Begin(Graph& graph) override;
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
+  // On the first step and on traced steps: reads the global step after them.
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
-  // Suspends only on trigger steps (to read the global step).
-  bool MaySuspend() const override { return false; }
+  bool MaySuspend() const override { return true; }
+  bool MaySuspendInNextStep() const override {
+    return !next_step_.has_value() || WantsTrace();
+  }
 
   // "<output_dir>/timeline-<step>.json".
   std::string TimelinePath(int64_t global_step) const;
@@ -71,13 +80,17 @@ class ProfilerHook : public SessionRunHook {
  private:
   ProfilerHook(ProfilerHookOptions options, SecondOrStepTimer timer)
       : options_(std::move(options)), timer_(std::move(timer)) {}
+  bool WantsTrace() const {
+    return next_step_.has_value() && timer_.ShouldTriggerForStep(*next_step_);
+  }
+  // After a traced step: the file for `global_step`, the timer restarted.
+  absl::Status WriteTrace(const SessionRunValues& values, int64_t global_step);
 
   ProfilerHookOptions options_;
   SecondOrStepTimer timer_;
-  Output global_step_;
+  GlobalStep step_;
   std::optional<int64_t> next_step_;
   bool request_trace_ = false;
-  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

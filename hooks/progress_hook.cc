@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/status.h"
 #include "hooks/detail/hook_util.h"
 
 namespace cosession {
@@ -93,9 +94,7 @@ ProgressHook::ProgressHook(ProgressHookOptions options, SecondOrStepTimer timer,
       clock_(options_.clock ? options_.clock : &SystemClock()) {}
 
 absl::Status ProgressHook::Begin(Graph& graph) {
-  auto step = hooks_detail::FindGlobalStepFor(graph, "ProgressHook");
-  if (!step.ok()) return step.status();
-  global_step_ = *step;
+  COSESSION_RETURN_IF_ERROR(step_.Find(graph, "ProgressHook"));
   timer_.Reset();
   next_step_.reset();
   first_step_.reset();
@@ -104,9 +103,9 @@ absl::Status ProgressHook::Begin(Graph& graph) {
 
 boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> ProgressHook::BeforeRun(
     SessionRunContext&) {
-  fetch_metrics_ = !next_step_ || timer_.ShouldTriggerForStep(*next_step_);
+  fetch_metrics_ = WantsMetrics();
   SessionRunArgs args;
-  args.fetches.push_back(global_step_);
+  step_.AddFetch(args);
   if (fetch_metrics_) {
     args.fetches.insert(args.fetches.end(), options_.metrics.begin(),
                         options_.metrics.end());
@@ -116,14 +115,12 @@ boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> ProgressHook::BeforeRun(
 
 boost::asio::awaitable<absl::Status> ProgressHook::AfterRun(
     SessionRunContext& context, const SessionRunValues& values) {
-  auto stale =
-      hooks_detail::ScalarAsInt64(values.results.at(0), global_step_.name());
-  if (!stale.ok()) co_return stale.status();
-  int64_t step = *stale + 1;
+  absl::Status fetched = step_.TakeFetched(values).status();
+  if (!fetched.ok()) co_return fetched;
+  int64_t step = step_.EstimatedAfter();
   if (fetch_metrics_) {
     // The value fetched may or may not include this step's update.
-    auto fresh =
-        co_await hooks_detail::ReadInt64(context.session(), global_step_);
+    absl::StatusOr<int64_t> fresh = co_await step_.Read(context.session());
     if (!fresh.ok()) co_return fresh.status();
     step = *fresh;
     if (timer_.ShouldTriggerForStep(step)) {
@@ -149,7 +146,7 @@ boost::asio::awaitable<absl::Status> ProgressHook::AfterRun(
 }
 
 boost::asio::awaitable<absl::Status> ProgressHook::End(Session& session) {
-  auto step = co_await hooks_detail::ReadInt64(session, global_step_);
+  absl::StatusOr<int64_t> step = co_await step_.Read(session);
   if (!step.ok()) co_return step.status();
   std::optional<double> rate;
   if (first_step_) {

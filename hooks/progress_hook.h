@@ -53,6 +53,7 @@
 #include "absl/time/time.h"
 #include "async/clock.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 #include "hooks/second_or_step_timer.h"
 
 namespace cosession {
@@ -83,11 +84,17 @@ class ProgressHook : public SessionRunHook {
       SessionRunContext& context, const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
 
+  // Only the steps that report wait (to read the global step they reached).
+  bool MaySuspendInNextStep() const override { return WantsMetrics(); }
+
   bool is_terminal() const { return terminal_; }
 
  private:
   ProgressHook(ProgressHookOptions options, SecondOrStepTimer timer,
                bool terminal);
+  bool WantsMetrics() const {
+    return !next_step_ || timer_.ShouldTriggerForStep(*next_step_);
+  }
   // The text of one report (without \r, ESC[K or newline).
   std::string Format(int64_t step, std::optional<double> steps_per_sec) const;
   void Draw(int64_t step, std::optional<double> steps_per_sec, bool final);
@@ -96,7 +103,7 @@ class ProgressHook : public SessionRunHook {
   SecondOrStepTimer timer_;
   bool terminal_;
   Clock* clock_;
-  Output global_step_;
+  GlobalStep step_;
   // The global step expected after the next step (TF's _next_step); unset
   // before the first step.
   std::optional<int64_t> next_step_;

@@ -5,8 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/ops.h"
-#include "hooks/global_step_read.h"
+#include "graph/status.h"
 
 namespace cosession {
 
@@ -42,13 +41,7 @@ void StepCounterHook::Log(const std::string& line) const {
 }
 
 absl::Status StepCounterHook::Begin(Graph& graph) {
-  auto global_step = GetGlobalStep(graph);
-  if (!global_step.ok()) {
-    return absl::Status(global_step.status().code(),
-                        absl::StrCat("StepCounterHook needs a global step: ",
-                                     global_step.status().message()));
-  }
-  global_step_ = *global_step;
+  COSESSION_RETURN_IF_ERROR(step_.Find(graph, "StepCounterHook"));
   writer_ = options_.summary_writer;
   if (writer_ == nullptr && !options_.output_dir.empty()) {
     auto writer = SummaryWriterCache::Get(options_.output_dir);
@@ -58,47 +51,63 @@ absl::Status StepCounterHook::Begin(Graph& graph) {
   return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
-StepCounterHook::BeforeRun(SessionRunContext&) {
-  SessionRunArgs args;
-  args.fetches.push_back(global_step_);
-  co_return args;
+bool StepCounterHook::MaySuspendInNextStep() const {
+  std::optional<int64_t> expected = step_.ExpectedAfterNextStep();
+  return !expected.has_value() || timer_.ShouldTriggerForStep(*expected);
 }
 
-boost::asio::awaitable<absl::Status> StepCounterHook::AfterRun(
-    SessionRunContext& context, const SessionRunValues& values) {
-  auto stale = FetchedGlobalStep(values.results, "StepCounterHook");
-  if (!stale.ok()) co_return stale.status();
-  const int64_t stale_global_step = *stale;
-  if (timer_.ShouldTriggerForStep(estimate_.After(stale_global_step))) {
-    // The real value, after this step's increment.
-    auto global_step =
-        co_await ReadGlobalStep(&context.session(), global_step_);
-    if (!global_step.ok()) co_return global_step.status();
-    estimate_.Learn(stale_global_step, *global_step);
-    if (timer_.ShouldTriggerForStep(*global_step)) {
-      auto elapsed = timer_.UpdateLastTriggeredStep(*global_step);
-      if (elapsed && elapsed->time > absl::ZeroDuration()) {
-        const double steps_per_sec = static_cast<double>(elapsed->steps) /
-                                     absl::ToDoubleSeconds(elapsed->time);
-        if (writer_ != nullptr) {
-          writer_->AddScalar(kTag, static_cast<float>(steps_per_sec),
-                             *global_step);
-        }
-        Log(absl::StrFormat("%s: %g", kTag, steps_per_sec));
-      }
-    }
+absl::Status StepCounterHook::BeforeRunSync(SessionRunContext&,
+                                            SessionRunArgs& args) {
+  step_.AddFetch(args);
+  return absl::OkStatus();
+}
+
+void StepCounterHook::MaybeTrigger(int64_t global_step) {
+  if (!timer_.ShouldTriggerForStep(global_step)) return;
+  auto elapsed = timer_.UpdateLastTriggeredStep(global_step);
+  if (!elapsed || elapsed->time <= absl::ZeroDuration()) return;
+  const double steps_per_sec = static_cast<double>(elapsed->steps) /
+                               absl::ToDoubleSeconds(elapsed->time);
+  if (writer_ != nullptr) {
+    writer_->AddScalar(kTag, static_cast<float>(steps_per_sec), global_step);
   }
-  if (last_global_step_ == stale_global_step && not_increasing_warnings_ < 5) {
+  Log(absl::StrFormat("%s: %g", kTag, steps_per_sec));
+}
+
+void StepCounterHook::CheckIncreasing(int64_t fetched) {
+  if (last_fetched_ == fetched && not_increasing_warnings_ < 5) {
     ++not_increasing_warnings_;
     Log(absl::StrCat(
         "WARNING: It seems that global step has not been increased. Current "
         "value (could be stable): ",
-        stale_global_step, " vs previous value: ", *last_global_step_,
+        fetched, " vs previous value: ", *last_fetched_,
         ". You could increase the global step by adding an AssignAdd of "
         "global_step to the training op."));
   }
-  last_global_step_ = stale_global_step;
+  last_fetched_ = fetched;
+}
+
+absl::Status StepCounterHook::AfterRunSync(SessionRunContext&,
+                                           const SessionRunValues& values) {
+  absl::StatusOr<int64_t> fetched = step_.TakeFetched(values);
+  if (!fetched.ok()) return fetched.status();
+  MaybeTrigger(step_.EstimatedAfter());
+  CheckIncreasing(*fetched);
+  return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::Status> StepCounterHook::AfterRun(
+    SessionRunContext& context, const SessionRunValues& values) {
+  absl::StatusOr<int64_t> fetched = step_.TakeFetched(values);
+  if (!fetched.ok()) co_return fetched.status();
+  if (timer_.ShouldTriggerForStep(step_.EstimatedAfter())) {
+    // The real value, after this step's increment.
+    absl::StatusOr<int64_t> global_step =
+        co_await step_.Read(context.session());
+    if (!global_step.ok()) co_return global_step.status();
+    MaybeTrigger(*global_step);
+  }
+  CheckIncreasing(*fetched);
   co_return absl::OkStatus();
 }
 

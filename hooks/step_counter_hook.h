@@ -7,10 +7,10 @@
 //
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
 //   * each step fetches the global step (TensorFlow assumes the "stale"
-//     value, read before the step's own increment; see GlobalStepEstimate);
-//     when the timer would trigger for stale + steps_per_run, the hook reads
-//     the real global step after the step and triggers if the timer agrees
-//     for that value;
+//     value, read before the step's own increment; see hooks/global_step.h);
+//     when the timer would trigger for the step's estimated value, the hook
+//     reads the real global step after the step and triggers if the timer
+//     agrees for that value;
 //   * the first trigger only records the time and step (nothing written):
 //     with every_n_steps = 10 and one increment per step, values are written
 //     at global steps 11, 21, ...;
@@ -18,7 +18,11 @@
 //     it warns (the first 5 times) that the global step is not increasing.
 // Differences: End flushes the summary writer (TensorFlow leaves it to the
 // writer's periodic flush); a trigger with no elapsed time writes nothing
-// (TensorFlow would divide by zero).
+// (TensorFlow would divide by zero). The hook suspends (for the read) only
+// on the steps it expects to trigger (MaySuspendInNextStep); when a trigger
+// comes on another step (a time-based timer that fired meanwhile, another
+// worker's increments), it uses the estimated global step instead of a
+// read.
 //
 // Errors: Create returns InvalidArgument naming the bad option; Begin fails
 // when the graph has no global step, or the writer for output_dir cannot be
@@ -37,7 +41,7 @@
 #include "absl/time/time.h"
 #include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/global_step_read.h"
+#include "hooks/global_step.h"
 #include "hooks/second_or_step_timer.h"
 #include "io/summary_writer.h"
 
@@ -60,19 +64,22 @@ struct StepCounterHookOptions {
   Clock* clock = nullptr;  // null = SystemClock()
 };
 
-class StepCounterHook : public SessionRunHook {
+class StepCounterHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<StepCounterHook>> Create(
       StepCounterHookOptions options = {});
 
   absl::Status Begin(Graph& graph) override;
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
+  // On the steps it expects to trigger: reads the global step after them.
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
-  // Suspends only on trigger steps (to read the global step).
-  bool MaySuspend() const override { return false; }
+  bool MaySuspend() const override { return true; }
+  bool MaySuspendInNextStep() const override;
 
   // The summary tag: "global_step/sec".
   static constexpr char kTag[] = "global_step/sec";
@@ -81,16 +88,20 @@ class StepCounterHook : public SessionRunHook {
   StepCounterHook(StepCounterHookOptions options, SecondOrStepTimer timer)
       : options_(std::move(options)),
         timer_(std::move(timer)),
-        estimate_(options_.steps_per_run) {}
+        step_(options_.steps_per_run) {}
   void Log(const std::string& line) const;
+  // The rate, when the timer triggers for `global_step` (the value after
+  // the step, read or estimated).
+  void MaybeTrigger(int64_t global_step);
+  // The warning when the fetched global step did not change.
+  void CheckIncreasing(int64_t fetched);
 
   StepCounterHookOptions options_;
   SecondOrStepTimer timer_;
   std::shared_ptr<SummaryWriter> writer_;
-  Output global_step_;
-  std::optional<int64_t> last_global_step_;
+  GlobalStep step_;
+  std::optional<int64_t> last_fetched_;
   int not_increasing_warnings_ = 0;
-  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

@@ -1,7 +1,7 @@
 #include "hooks/stop_at_step_hook.h"
 
 #include "absl/strings/str_cat.h"
-#include "hooks/detail/hook_util.h"
+#include "graph/status.h"
 
 namespace cosession {
 
@@ -22,26 +22,53 @@ StopAtStepHook::StopAtStepHook(StopAtStepHookOptions options)
     : num_steps_(options.num_steps), last_step_(options.last_step) {}
 
 absl::Status StopAtStepHook::Begin(Graph& graph) {
-  auto step = hooks_detail::FindGlobalStepFor(graph, "StopAtStepHook");
-  if (!step.ok()) return step.status();
-  global_step_ = *step;
-  return absl::OkStatus();
+  return step_.Find(graph, "StopAtStepHook");
 }
 
 boost::asio::awaitable<absl::Status> StopAtStepHook::AfterCreateSession(
     Session& session, Coordinator&) {
-  if (last_step_.has_value()) co_return absl::OkStatus();
-  auto step = co_await hooks_detail::ReadInt64(session, global_step_);
+  absl::StatusOr<int64_t> step = co_await step_.Read(session);
   if (!step.ok()) co_return step.status();
-  last_step_ = *step + *num_steps_;
+  if (!last_step_.has_value()) last_step_ = *step + *num_steps_;
   co_return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
-StopAtStepHook::BeforeRun(SessionRunContext&) {
-  SessionRunArgs args;
-  args.fetches.push_back(global_step_);
-  co_return args;
+bool StopAtStepHook::MaySuspendInNextStep() const {
+  std::optional<int64_t> expected = step_.ExpectedAfterNextStep();
+  return read_due_ || !expected.has_value() || !last_step_.has_value() ||
+         *expected >= *last_step_;
+}
+
+absl::Status StopAtStepHook::BeforeRunSync(SessionRunContext&,
+                                           SessionRunArgs& args) {
+  step_.AddFetch(args);
+  return absl::OkStatus();
+}
+
+void StopAtStepHook::StopIfReached(SessionRunContext& context, int64_t step) {
+  if (step < *last_step_) return;
+  context.RequestStop(
+      absl::StrCat("hook 'StopAtStepHook' requested stop: global step ", step,
+                   " reached last step ", *last_step_));
+}
+
+absl::Status StopAtStepHook::AfterRunSync(SessionRunContext& context,
+                                          const SessionRunValues& values) {
+  if (!last_step_.has_value()) {
+    return absl::FailedPreconditionError(
+        "StopAtStepHook: AfterRun before AfterCreateSession");
+  }
+  absl::StatusOr<int64_t> fetched = step_.TakeFetched(values);
+  if (!fetched.ok()) return fetched.status();
+  // A step that was not expected to reach the last step (another worker's
+  // increments) and may have: a fetched value at or past it decides; one
+  // below it, with this step's increment perhaps not in it, is read again
+  // after the next step, which suspends for that.
+  StopIfReached(context, *fetched);
+  if (*fetched < *last_step_ && step_.EstimatedAfter() >= *last_step_) {
+    read_due_ = true;
+  }
+  return absl::OkStatus();
 }
 
 boost::asio::awaitable<absl::Status> StopAtStepHook::AfterRun(
@@ -50,18 +77,16 @@ boost::asio::awaitable<absl::Status> StopAtStepHook::AfterRun(
     co_return absl::FailedPreconditionError(
         "StopAtStepHook: AfterRun before AfterCreateSession");
   }
-  auto stale =
-      hooks_detail::ScalarAsInt64(values.results.at(0), global_step_.name());
-  if (!stale.ok()) co_return stale.status();
-  if (*stale + 1 < *last_step_) co_return absl::OkStatus();
-  // The value fetched may predate this step's update: read it again.
-  auto step = co_await hooks_detail::ReadInt64(context.session(), global_step_);
-  if (!step.ok()) co_return step.status();
-  if (*step >= *last_step_) {
-    context.RequestStop(
-        absl::StrCat("hook 'StopAtStepHook' requested stop: global step ",
-                     *step, " reached last step ", *last_step_));
+  absl::Status fetched = step_.TakeFetched(values).status();
+  if (!fetched.ok()) co_return fetched;
+  if (!read_due_ && step_.EstimatedAfter() < *last_step_) {
+    co_return absl::OkStatus();
   }
+  read_due_ = false;
+  // The value fetched may predate this step's update: read it again.
+  absl::StatusOr<int64_t> step = co_await step_.Read(context.session());
+  if (!step.ok()) co_return step.status();
+  StopIfReached(context, *step);
   co_return absl::OkStatus();
 }
 

@@ -10,10 +10,16 @@
 //     recoverable error keeps that last step (training resumes towards the
 //     same goal instead of running num_steps more).
 //   * BeforeRun fetches the global step. The read has no order with the
-//     step's own update (as in TensorFlow), so AfterRun looks at value + 1:
-//     when that reaches the last step, it re-reads the global step through
-//     the session (the step may not have incremented it) and requests stop
-//     only if the re-read value is >= last_step.
+//     step's own update (as in TensorFlow), so AfterRun looks at value + 1
+//     (the estimate of hooks/global_step.h): when that reaches the last
+//     step, it re-reads the global step through the session (the step may
+//     not have incremented it) and requests stop only if the re-read value
+//     is >= last_step.
+//   * It suspends for that read only on the steps expected to reach the
+//     last step (MaySuspendInNextStep); when another worker's increments
+//     make a step reach it unexpectedly, the fetched value decides when it
+//     is at or past the last step, and otherwise the next step reads again
+//     (so such a stop may come one step late).
 //   * The stop is a clean stop: the step finishes, ShouldStop() becomes true,
 //     stop_reason() is "hook 'StopAtStepHook' requested stop: global step N
 //     reached last step M".
@@ -34,6 +40,7 @@
 
 #include "absl/status/statusor.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 
 namespace cosession {
 
@@ -44,7 +51,7 @@ struct StopAtStepHookOptions {
   std::optional<int64_t> last_step;
 };
 
-class StopAtStepHook : public SessionRunHook {
+class StopAtStepHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<StopAtStepHook>> Create(
       StopAtStepHookOptions options);
@@ -52,10 +59,15 @@ class StopAtStepHook : public SessionRunHook {
   absl::Status Begin(Graph& graph) override;
   boost::asio::awaitable<absl::Status> AfterCreateSession(
       Session& session, Coordinator& coordinator) override;
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
+  // On the steps expected to reach the last step: re-reads the global step.
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
+  bool MaySuspend() const override { return true; }
+  bool MaySuspendInNextStep() const override;
 
   // The step after which the hook stops; unset until the first session was
   // created when num_steps was given.
@@ -63,10 +75,14 @@ class StopAtStepHook : public SessionRunHook {
 
  private:
   explicit StopAtStepHook(StopAtStepHookOptions options);
+  void StopIfReached(SessionRunContext& context, int64_t step);
 
   std::optional<int64_t> num_steps_;
   std::optional<int64_t> last_step_;
-  Output global_step_;
+  GlobalStep step_;
+  // The last step may have been reached on a step that did not read: the
+  // next one does.
+  bool read_due_ = false;
 };
 
 }  // namespace cosession

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops.h"
-#include "hooks/global_step_read.h"
+#include "graph/status.h"
 
 namespace cosession {
 namespace {
@@ -64,13 +64,7 @@ absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
 }
 
 absl::Status SummarySaverHook::Begin(Graph& graph) {
-  auto global_step = GetGlobalStep(graph);
-  if (!global_step.ok()) {
-    return absl::Status(global_step.status().code(),
-                        absl::StrCat("SummarySaverHook needs a global step: ",
-                                     global_step.status().message()));
-  }
-  global_step_ = *global_step;
+  COSESSION_RETURN_IF_ERROR(step_.Find(graph, "SummarySaverHook"));
   writer_ = options_.summary_writer;
   if (writer_ == nullptr) {
     auto writer = SummaryWriterCache::Get(options_.output_dir);
@@ -83,18 +77,20 @@ absl::Status SummarySaverHook::Begin(Graph& graph) {
 
 boost::asio::awaitable<absl::Status> SummarySaverHook::AfterCreateSession(
     Session& session, Coordinator&) {
-  auto global_step = co_await ReadGlobalStep(&session, global_step_);
+  absl::StatusOr<int64_t> global_step = co_await step_.Read(session);
   if (!global_step.ok()) co_return global_step.status();
   writer_->AddSessionLog(SessionLog::kStart, *global_step);
   co_return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>>
-SummarySaverHook::BeforeRun(SessionRunContext&) {
-  request_summary_ =
-      !next_step_.has_value() || timer_.ShouldTriggerForStep(*next_step_);
-  SessionRunArgs args;
-  args.fetches.push_back(global_step_);
+bool SummarySaverHook::WantsSummaries() const {
+  return !next_step_.has_value() || timer_.ShouldTriggerForStep(*next_step_);
+}
+
+absl::Status SummarySaverHook::BeforeRunSync(SessionRunContext&,
+                                             SessionRunArgs& args) {
+  request_summary_ = WantsSummaries();
+  step_.AddFetch(args);
   if (request_summary_) {
     for (const auto& [tag, output] : options_.scalars) {
       args.fetches.push_back(output);
@@ -103,47 +99,56 @@ SummarySaverHook::BeforeRun(SessionRunContext&) {
       args.fetches.push_back(output);
     }
   }
-  co_return args;
+  return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::Status> SummarySaverHook::AfterRun(
-    SessionRunContext& context, const SessionRunValues& values) {
-  auto stale = FetchedGlobalStep(values.results, "SummarySaverHook");
-  if (!stale.ok()) co_return stale.status();
-  int64_t global_step = estimate_.After(*stale);
-  if (!next_step_.has_value() || request_summary_) {
-    auto real = co_await ReadGlobalStep(&context.session(), global_step_);
-    if (!real.ok()) co_return real.status();
-    global_step = *real;
-    estimate_.Learn(*stale, global_step);
-  }
+absl::Status SummarySaverHook::Write(const SessionRunValues& values,
+                                     int64_t global_step) {
   if (request_summary_) {
     timer_.UpdateLastTriggeredStep(global_step);
     const size_t expected =
         1 + options_.scalars.size() + options_.histograms.size();
     if (values.results.size() != expected) {
-      co_return absl::InternalError(absl::StrCat("SummarySaverHook: expected ",
-                                                 expected, " results, got ",
-                                                 values.results.size()));
+      return absl::InternalError(absl::StrCat("SummarySaverHook: expected ",
+                                              expected, " results, got ",
+                                              values.results.size()));
     }
     size_t i = 1;
     for (const auto& [tag, output] : options_.scalars) {
       const Tensor& value = values.results[i++];
       if (value.NumElements() != 1 || !value.IsInitialized()) {
-        co_return absl::InvalidArgumentError(absl::StrCat(
+        return absl::InvalidArgumentError(absl::StrCat(
             "SummarySaverHook: scalar '", tag, "' is a tensor of shape ",
             value.shape().DebugString(), ", not a single value"));
       }
       writer_->AddScalar(tag, ScalarAsFloat(value), global_step);
     }
     for (const auto& [tag, output] : options_.histograms) {
-      absl::Status added =
-          writer_->AddHistogram(tag, values.results[i++], global_step);
-      if (!added.ok()) co_return added;
+      COSESSION_RETURN_IF_ERROR(
+          writer_->AddHistogram(tag, values.results[i++], global_step));
     }
   }
   next_step_ = global_step + 1;
-  co_return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+absl::Status SummarySaverHook::AfterRunSync(SessionRunContext&,
+                                            const SessionRunValues& values) {
+  COSESSION_RETURN_IF_ERROR(step_.TakeFetched(values).status());
+  return Write(values, step_.EstimatedAfter());
+}
+
+boost::asio::awaitable<absl::Status> SummarySaverHook::AfterRun(
+    SessionRunContext& context, const SessionRunValues& values) {
+  absl::Status fetched = step_.TakeFetched(values).status();
+  if (!fetched.ok()) co_return fetched;
+  int64_t global_step = step_.EstimatedAfter();
+  if (!next_step_.has_value() || request_summary_) {
+    absl::StatusOr<int64_t> real = co_await step_.Read(context.session());
+    if (!real.ok()) co_return real.status();
+    global_step = *real;
+  }
+  co_return Write(values, global_step);
 }
 
 boost::asio::awaitable<absl::Status> SummarySaverHook::End(Session&) {

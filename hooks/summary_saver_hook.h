@@ -13,7 +13,7 @@
 // TensorFlow's behaviour kept (basic_session_run_hooks.py and its tests):
 //   * the first step always triggers; then the timer decides, asked about
 //     the step after the last one seen (the fetched global step + 1 in
-//     TensorFlow; see GlobalStepEstimate in hooks/global_step_read.h);
+//     TensorFlow; see hooks/global_step.h);
 //   * summaries are written at the global step read after the step
 //     (save_steps = 8, one increment per step: steps 1, 9, 17, 25, ...);
 //   * End flushes the writer.
@@ -22,6 +22,11 @@
 // session's global step -- after a restart from a checkpoint that is the
 // restored step, so TensorBoard discards the events the crashed run wrote
 // after the checkpoint.
+//
+// The hook suspends (to read the global step after the step) only on the
+// steps it expects to trigger (MaySuspendInNextStep); when a time-based
+// timer fires on another step, the summaries are written at the estimated
+// global step instead of a read one.
 //
 // Errors: Create returns InvalidArgument naming the bad option (no period
 // or both, no tensors, an invalid Output, neither output_dir nor
@@ -44,7 +49,7 @@
 #include "absl/time/time.h"
 #include "async/clock.h"
 #include "async/session_run_hook.h"
-#include "hooks/global_step_read.h"
+#include "hooks/global_step.h"
 #include "hooks/second_or_step_timer.h"
 #include "io/summary_writer.h"
 
@@ -61,7 +66,7 @@ struct SummarySaverHookOptions {
   Clock* clock = nullptr;  // null = SystemClock()
 };
 
-class SummarySaverHook : public SessionRunHook {
+class SummarySaverHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<SummarySaverHook>> Create(
       SummarySaverHookOptions options);
@@ -69,26 +74,33 @@ class SummarySaverHook : public SessionRunHook {
   absl::Status Begin(Graph& graph) override;
   boost::asio::awaitable<absl::Status> AfterCreateSession(
       Session& session, Coordinator& coordinator) override;
-  boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
-      SessionRunContext& context) override;
+  absl::Status BeforeRunSync(SessionRunContext& context,
+                             SessionRunArgs& args) override;
+  absl::Status AfterRunSync(SessionRunContext& context,
+                            const SessionRunValues& values) override;
+  // On the steps it expects to trigger: reads the global step after them.
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
-  // Suspends only on trigger steps (to read the global step).
-  bool MaySuspend() const override { return false; }
+  bool MaySuspend() const override { return true; }
+  bool MaySuspendInNextStep() const override { return WantsSummaries(); }
 
  private:
   SummarySaverHook(SummarySaverHookOptions options, SecondOrStepTimer timer)
       : options_(std::move(options)), timer_(std::move(timer)) {}
+  // Whether the coming step fetches the summaries: the first step, then
+  // when the timer triggers for it.
+  bool WantsSummaries() const;
+  // Queues the fetched summaries at `global_step` (after the step).
+  absl::Status Write(const SessionRunValues& values, int64_t global_step);
 
   SummarySaverHookOptions options_;
   SecondOrStepTimer timer_;
   std::shared_ptr<SummaryWriter> writer_;
-  Output global_step_;
+  GlobalStep step_;
   // The step the next run is expected to produce; unset before the first.
   std::optional<int64_t> next_step_;
   bool request_summary_ = false;
-  GlobalStepEstimate estimate_;
 };
 
 }  // namespace cosession

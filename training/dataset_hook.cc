@@ -1,7 +1,6 @@
 #include "training/dataset_hook.h"
 
 #include "absl/strings/str_cat.h"
-#include "hooks/detail/hook_util.h"
 
 namespace cosession {
 
@@ -26,22 +25,18 @@ absl::Status DatasetHook::Begin(Graph& graph) {
                      "' belongs to another graph"));
   }
   if (!options_.resume_from_global_step) return absl::OkStatus();
-  auto step = hooks_detail::FindGlobalStepFor(graph, "DatasetHook");
-  if (!step.ok()) return step.status();
-  global_step_ = *step;
-  return absl::OkStatus();
+  return step_.Find(graph, "DatasetHook");
 }
 
 boost::asio::awaitable<absl::Status> DatasetHook::AfterCreateSession(
     Session& session, Coordinator& coordinator) {
   int64_t start = options_.start_at_batch;
   if (options_.resume_from_global_step) {
-    if (!global_step_.valid()) {
+    if (!step_.found()) {
       co_return absl::FailedPreconditionError(
           "DatasetHook: AfterCreateSession before Begin");
     }
-    absl::StatusOr<int64_t> step =
-        co_await hooks_detail::ReadInt64(session, global_step_);
+    absl::StatusOr<int64_t> step = co_await step_.Read(session);
     if (!step.ok()) co_return step.status();
     start = *step;
   }

@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "async/session_run_hook.h"
+#include "hooks/global_step.h"
 #include "pipeline/dataset_iterator.h"
 
 namespace cosession {
@@ -52,7 +53,7 @@ struct DatasetHookOptions {
   bool resume_from_global_step = false;
 };
 
-class DatasetHook : public SessionRunHook {
+class DatasetHook : public SyncSessionRunHook {
  public:
   static absl::StatusOr<std::shared_ptr<DatasetHook>> Create(
       DatasetHookOptions options);
@@ -60,7 +61,6 @@ class DatasetHook : public SessionRunHook {
   absl::Status Begin(Graph& graph) override;
   boost::asio::awaitable<absl::Status> AfterCreateSession(
       Session& session, Coordinator& coordinator) override;
-  bool MaySuspend() const override { return false; }
 
   // The batch the most recently started iterator began at (-1 before any).
   int64_t last_start_batch() const { return last_start_batch_; }
@@ -70,7 +70,7 @@ class DatasetHook : public SessionRunHook {
       : options_(std::move(options)) {}
 
   DatasetHookOptions options_;
-  Output global_step_;
+  GlobalStep step_;
   int64_t last_start_batch_ = -1;
 };
 

@@ -1,0 +1,208 @@
+// MergeRunArgs: the caller's and the hooks' run arguments merged into one
+// run, and each hook's results found again (semantics 3 and 4 of
+// async/session_run_hook.h), as plain values.
+#include "async/run_args_merge.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops.h"
+
+namespace cosession::run_args_merge_test {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct Tensors {
+  Tensors() {
+    for (int i = 0; i < 40; ++i) {
+      outs.push_back(ops::Const(g, static_cast<float>(i), absl::StrCat("c", i)));
+    }
+    x = ops::Placeholder(g, DType::kFloat, TensorShape{}, "x");
+    op = ops::NoOp(g, {}, "op");
+  }
+  Graph g;
+  std::vector<Output> outs;
+  Output x;
+  Operation op;
+};
+
+// The values a run would return for `merged`: each fetched tensor's index
+// in `t.outs` as a float, so that tests can tell which result is whose.
+std::vector<Tensor> ValuesOf(const Tensors& t, const MergedRunArgs& merged,
+                             const RunArgs& caller) {
+  std::vector<Output> fetched =
+      merged.only_fetches ? caller.fetches : merged.args.fetches;
+  if (merged.only_fetches) {
+    fetched.insert(fetched.end(), merged.extra_fetches.begin(),
+                   merged.extra_fetches.end());
+  }
+  std::vector<Tensor> values;
+  for (const Output& out : fetched) {
+    auto it = std::find(t.outs.begin(), t.outs.end(), out);
+    values.push_back(Tensor::Scalar(static_cast<float>(it - t.outs.begin())));
+  }
+  return values;
+}
+
+std::vector<float> HookValues(const Tensors& t, const MergedRunArgs& merged,
+                              const RunArgs& caller, size_t h) {
+  std::vector<Tensor> values = ValuesOf(t, merged, caller);
+  std::vector<Tensor> mine;
+  merged.HookResults(values, h, mine);
+  std::vector<float> floats;
+  for (const Tensor& v : mine) floats.push_back(v.scalar<float>());
+  return floats;
+}
+
+TEST(MergeRunArgs, CallerFetchesComeFirstThenEachHooksInOrder) {
+  Tensors t;
+  RunArgs caller{.fetches = {t.outs[0], t.outs[1]}};
+  std::vector<RunArgs> hooks(2);
+  hooks[0].fetches = {t.outs[2]};
+  hooks[1].fetches = {t.outs[3], t.outs[4]};
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  EXPECT_EQ(merged.caller_fetches, 2u);
+  EXPECT_EQ(HookValues(t, merged, caller, 0), (std::vector<float>{2}));
+  EXPECT_EQ(HookValues(t, merged, caller, 1), (std::vector<float>{3, 4}));
+  std::vector<Tensor> values = ValuesOf(t, merged, caller);
+  EXPECT_EQ(values[0].scalar<float>(), 0);
+  EXPECT_EQ(values[1].scalar<float>(), 1);
+}
+
+TEST(MergeRunArgs, AFetchAlreadyFetchedSharesItsResultInsteadOfAnotherFetch) {
+  Tensors t;
+  RunArgs caller{.fetches = {t.outs[0]}};
+  std::vector<RunArgs> hooks(3);
+  hooks[0].fetches = {t.outs[5]};
+  hooks[1].fetches = {t.outs[5], t.outs[0]};  // an earlier hook's, the caller's
+  hooks[2].fetches = {t.outs[6], t.outs[5]};
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  ASSERT_TRUE(merged.only_fetches);
+  EXPECT_EQ(merged.extra_fetches, (std::vector<Output>{t.outs[5], t.outs[6]}));
+  EXPECT_EQ(HookValues(t, merged, caller, 0), (std::vector<float>{5}));
+  EXPECT_EQ(HookValues(t, merged, caller, 1), (std::vector<float>{5, 0}));
+  EXPECT_EQ(HookValues(t, merged, caller, 2), (std::vector<float>{6, 5}));
+}
+
+TEST(MergeRunArgs, BeyondAFewFetchesTheSharingStillHolds) {
+  Tensors t;
+  RunArgs caller;
+  for (int i = 0; i < 20; ++i) caller.fetches.push_back(t.outs[i]);
+  std::vector<RunArgs> hooks(2);
+  for (int i = 15; i < 30; ++i) hooks[0].fetches.push_back(t.outs[i]);
+  for (int i = 25; i < 35; ++i) hooks[1].fetches.push_back(t.outs[i]);
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  EXPECT_EQ(merged.extra_fetches.size(), 15u);  // outs 20..34, once each
+  std::vector<float> expected0, expected1;
+  for (int i = 15; i < 30; ++i) expected0.push_back(i);
+  for (int i = 25; i < 35; ++i) expected1.push_back(i);
+  EXPECT_EQ(HookValues(t, merged, caller, 0), expected0);
+  EXPECT_EQ(HookValues(t, merged, caller, 1), expected1);
+}
+
+TEST(MergeRunArgs, TargetsFeedsAndOptionsOfTheHooksJoinTheCallers) {
+  Tensors t;
+  RunArgs caller{.fetches = {t.outs[0]},
+                 .options = {.timeout = milliseconds(5)}};
+  std::vector<RunArgs> hooks(2);
+  hooks[0].targets = {t.op};
+  hooks[0].fetches = {t.outs[1]};
+  hooks[0].options.trace_level = RunOptions::kFullTrace;
+  hooks[1].feeds = {{t.x, Tensor::Scalar(1.0f)}};
+  hooks[1].options.timeout = milliseconds(20);
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  ASSERT_FALSE(merged.only_fetches);
+  EXPECT_EQ(merged.args.fetches, (std::vector<Output>{t.outs[0], t.outs[1]}));
+  ASSERT_EQ(merged.args.targets.size(), 1u);
+  EXPECT_EQ(merged.args.targets[0].node(), t.op.node());
+  ASSERT_EQ(merged.args.feeds.size(), 1u);
+  EXPECT_EQ(merged.args.feeds[0].first, t.x);
+  EXPECT_EQ(merged.args.options.trace_level, RunOptions::kFullTrace);
+  EXPECT_EQ(merged.args.options.timeout, milliseconds(20));  // the largest
+  EXPECT_EQ(HookValues(t, merged, caller, 0), (std::vector<float>{1}));
+  EXPECT_TRUE(merged.HookFetchedNothing(1));
+  // The caller's own arguments are as they were.
+  EXPECT_EQ(caller.fetches, (std::vector<Output>{t.outs[0]}));
+  EXPECT_TRUE(caller.targets.empty());
+  EXPECT_EQ(caller.options.trace_level, RunOptions::kNoTrace);
+}
+
+TEST(MergeRunArgs, ATimeoutSetByAHookAloneIsTheRunsTimeout) {
+  Tensors t;
+  RunArgs caller;
+  std::vector<RunArgs> hooks(1);
+  hooks[0].options.timeout = milliseconds(7);
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  EXPECT_EQ(merged.args.options.timeout, milliseconds(7));
+}
+
+TEST(MergeRunArgs, ATensorFedByTheCallerAndAHookIsInvalidArgumentNamingIt) {
+  Tensors t;
+  RunArgs caller{.feeds = {{t.x, Tensor::Scalar(1.0f)}}};
+  std::vector<RunArgs> hooks(1);
+  hooks[0].feeds = {{t.x, Tensor::Scalar(2.0f)}};
+  MergedRunArgs merged;
+  absl::Status s = MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("'x:0' is fed twice: by hook 0"),
+            absl::string_view::npos)
+      << s;
+}
+
+TEST(MergeRunArgs, ATensorFedByTwoHooksIsInvalidArgumentNamingTheLaterHook) {
+  Tensors t;
+  RunArgs caller;
+  std::vector<RunArgs> hooks(2);
+  hooks[0].feeds = {{t.x, Tensor::Scalar(1.0f)}};
+  hooks[1].feeds = {{t.x, Tensor::Scalar(2.0f)}};
+  MergedRunArgs merged;
+  absl::Status s = MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("by hook 1"), absl::string_view::npos) << s;
+}
+
+TEST(MergeRunArgs, NamesAreResolvedAndAnUnknownOneIsInvalidArgument) {
+  Tensors t;
+  RunArgs caller{.fetch_names = {"c1"}};
+  std::vector<RunArgs> hooks(1);
+  hooks[0].fetch_names = {"c2:0"};
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  EXPECT_EQ(merged.args.fetches, (std::vector<Output>{t.outs[1], t.outs[2]}));
+  EXPECT_EQ(merged.caller_fetches, 1u);
+
+  hooks.assign(1, RunArgs{});
+  hooks[0].fetch_names = {"no_such_tensor"};
+  absl::Status s = MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("no_such_tensor"), absl::string_view::npos) << s;
+}
+
+TEST(MergeRunArgs, ClearRunArgsEmptiesEverything) {
+  Tensors t;
+  RunArgs args{.fetches = {t.outs[0]},
+               .targets = {t.op},
+               .feeds = {{t.x, Tensor::Scalar(1.0f)}},
+               .options = {.trace_level = RunOptions::kFullTrace,
+                           .timeout = milliseconds(1)},
+               .fetch_names = {"c1"},
+               .target_names = {"op"},
+               .feeds_by_name = {{"x", Tensor::Scalar(1.0f)}}};
+  EXPECT_FALSE(AsksForNothing(args));
+  ClearRunArgs(args);
+  EXPECT_TRUE(AsksForNothing(args));
+}
+
+}  // namespace
+}  // namespace cosession::run_args_merge_test
