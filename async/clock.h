@@ -9,6 +9,7 @@
 
 #include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -42,7 +43,7 @@ class ManualClock : public Clock {
 
  private:
   mutable std::mutex mu_;
-  absl::Time now_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace cosession

@@ -22,6 +22,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "async/status_from_exception.h"
@@ -50,23 +51,23 @@ struct CoordinatorState
   mutable std::mutex mu;
   // Signalled when a stop is requested and when a stop callback returned.
   std::condition_variable cv;
-  bool stopped = false;
-  absl::Status status;
-  std::string reason;
-  bool joined = false;
-  absl::Status join_result;
+  bool stopped ABSL_GUARDED_BY(mu) = false;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  std::string reason ABSL_GUARDED_BY(mu);
+  bool joined ABSL_GUARDED_BY(mu) = false;
+  absl::Status join_result ABSL_GUARDED_BY(mu);
   // Incremented by ClearStop: a stop only runs callbacks registered before.
-  uint64_t generation = 0;
-  uint64_t next_id = 1;
+  uint64_t generation ABSL_GUARDED_BY(mu) = 0;
+  uint64_t next_id ABSL_GUARDED_BY(mu) = 1;
   // Names of running tasks and threads; ids grow, so this is start order.
-  std::map<uint64_t, std::string> running;
+  std::map<uint64_t, std::string> running ABSL_GUARDED_BY(mu);
   struct StopCallback {
     absl::AnyInvocable<void()> fn;
     uint64_t generation;
   };
-  std::map<uint64_t, StopCallback> callbacks;
-  uint64_t running_callback = 0;  // 0: none
-  std::thread::id running_callback_thread;
+  std::map<uint64_t, StopCallback> callbacks ABSL_GUARDED_BY(mu);
+  uint64_t running_callback ABSL_GUARDED_BY(mu) = 0;  // 0: none
+  std::thread::id running_callback_thread ABSL_GUARDED_BY(mu);
 
   // Strand-only from here on.
   struct Task {

@@ -496,7 +496,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     });
   }
 
-  // A by-value coroutine (see ASYNC_NOTES pitfalls 4 and 5): owns what it
+  // A by-value coroutine (docs/async_pitfalls.md, 4 and 5): owns what it
   // uses for as long as it is suspended.
   static asio::awaitable<absl::Status> RunAsyncKernel(
       std::shared_ptr<RunState> self, int s) {

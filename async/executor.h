@@ -65,14 +65,14 @@ class ExecutionPlan {
   struct Step {
     const Node* node;
     const OpDef* op;
-    int first_output_slot;
-    std::vector<int> input_slots;
-    std::vector<int> successors;
-    int initial_pending;
+    int first_output_slot{};
+    std::vector<int> input_slots{};
+    std::vector<int> successors{};
+    int initial_pending{};
     // Big slots (see slot_uses_) to drop once this step ran: inputs it reads
     // (when it is their last reader), and outputs nothing reads.
-    std::vector<int> release_inputs;
-    std::vector<int> dead_outputs;
+    std::vector<int> release_inputs{};
+    std::vector<int> dead_outputs{};
   };
 
   std::vector<Output> feeds_;

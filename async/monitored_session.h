@@ -74,18 +74,18 @@ struct MonitoredSessionOptions {
   // Hooks (each one of the session's hooks) that a Run in
   // RunMode::kWithoutSkippableHooks skips. Create fails with InvalidArgument
   // when one is not among the session's hooks.
-  std::vector<std::shared_ptr<SessionRunHook>> skippable_hooks;
+  std::vector<std::shared_ptr<SessionRunHook>> skippable_hooks{};
   // Recovery attempts per Run (and per creation); unset = unbounded, as
   // TensorFlow. 0 = no recovery (SingularMonitoredSession).
-  std::optional<int> max_recovery_attempts;
+  std::optional<int> max_recovery_attempts{};
   // Close() joins the coordinator with this grace period.
   std::chrono::nanoseconds stop_grace_period = std::chrono::seconds(120);
   // Where the step coroutine runs when the caller's completion handler has
   // no executor of its own (use_future, plain callbacks): a single-threaded
   // executor or a strand. Null = a strand of the runtime's pool.
-  std::optional<boost::asio::any_io_executor> executor;
+  std::optional<boost::asio::any_io_executor> executor{};
   Runtime* runtime = nullptr;  // null = Runtime::Default()
-  CoordinatorOptions coordinator;
+  CoordinatorOptions coordinator{};
 };
 
 class MonitoredSession {

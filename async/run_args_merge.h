@@ -43,14 +43,14 @@ struct MergedRunArgs {
   // (and the caller used no names), the caller's own args followed by
   // extra_fetches -- the common step, merged without copying the caller's.
   bool only_fetches = false;
-  RunArgs args;
-  std::vector<Output> extra_fetches;
+  RunArgs args{};
+  std::vector<Output> extra_fetches{};
   // Results [0, caller_fetches) are the caller's.
   size_t caller_fetches = 0;
   // Per hook, the range [first, second) of fetch_index that lists the
   // positions of its results among the run's, in the order it asked.
-  std::vector<std::pair<size_t, size_t>> hook_fetches;
-  std::vector<size_t> fetch_index;
+  std::vector<std::pair<size_t, size_t>> hook_fetches{};
+  std::vector<size_t> fetch_index{};
 
   // Hook `h`'s results among the run's `values`, into `out` (its capacity
   // reused).

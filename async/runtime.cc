@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+
 namespace cosession {
 namespace {
 int ResolveThreads(int requested) {
@@ -95,7 +97,7 @@ struct ParallelLoop {
   std::atomic<int64_t> finished{0};
   std::mutex mu;
   std::condition_variable cv;
-  bool all_done = false;  // guarded by mu
+  bool all_done ABSL_GUARDED_BY(mu) = false;
 };
 }  // namespace
 

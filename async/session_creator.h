@@ -42,18 +42,18 @@ namespace cosession {
 // global variable's initializer, ready_op = ReportUninitializedVariables
 // (graph/ops.h) over every variable.
 struct Scaffold {
-  Operation init_op;
+  Operation init_op{};
   // A bool vector, true for each variable not initialised yet; the session
   // is ready when none is true. WorkerSessionCreator waits for it.
-  Output ready_op;
-  Operation local_init_op;
+  Output ready_op{};
+  Operation local_init_op{};
   // What ChiefSessionCreator restores checkpoint_dir with (TensorFlow's
   // Scaffold.saver): e.g. a Saver (io/saver.h). Needed only with a
   // checkpoint directory.
-  std::shared_ptr<CheckpointRestorer> saver;
+  std::shared_ptr<CheckpointRestorer> saver{};
   // Restores a session by other means: true if it restored something. When
   // set, ChiefSessionCreator calls it instead of restoring checkpoint_dir.
-  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)> restore;
+  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)> restore{};
 
   // Fills in the defaults; called by MonitoredSession::Create (through
   // SessionCreator::Prepare) before the graph is finalized.
@@ -76,12 +76,12 @@ struct ChiefSessionCreatorOptions {
   // newest checkpoint there with Scaffold::saver (which then must be set),
   // or initialised when there is none. Empty = always initialise (unless
   // Scaffold::restore is set).
-  std::string checkpoint_dir;
+  std::string checkpoint_dir{};
   // Sessions are built over these shared variables when given, so that
   // workers built over the same ResourceManager see the chief's (as
   // sessions of one TensorFlow server do); null = each session has
   // variables of its own.
-  std::shared_ptr<ResourceManager> shared_resources;
+  std::shared_ptr<ResourceManager> shared_resources{};
 };
 
 // The chief: restores (Scaffold::restore if set, else checkpoint_dir with

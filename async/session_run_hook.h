@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "async/run_args.h"
@@ -92,18 +93,18 @@ class SessionRunContext {
   Session& session_;
   std::atomic<bool> stop_requested_ = false;
   mutable std::mutex reason_mu_;
-  std::string stop_reason_;
+  std::string stop_reason_ ABSL_GUARDED_BY(reason_mu_);
 };
 
 // What a hook's AfterRun receives.
 struct SessionRunValues {
   // The values of this hook's own fetches, in the order it asked for them
   // (empty when it asked for none).
-  std::vector<Tensor> results;
+  std::vector<Tensor> results{};
   // The merged options the step ran with.
-  RunOptions options;
+  RunOptions options{};
   // Always present; step stats only when a full trace was asked for.
-  RunMetadata run_metadata;
+  RunMetadata run_metadata{};
 };
 
 class SessionRunHook {

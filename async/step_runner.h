@@ -78,7 +78,7 @@ enum class RunMode {
 // must also do.
 struct InlineStep : detail::StepState {
   using detail::StepState::StepState;
-  std::function<void()> on_caller_cancel;
+  std::function<void()> on_caller_cancel{};
 };
 
 class StepRunner {
@@ -109,8 +109,8 @@ class StepRunner {
  private:
   // The hooks one RunMode calls, and each as a SyncSessionRunHook (or null).
   struct HooksOfMode {
-    Hooks hooks;
-    std::vector<SyncSessionRunHook*> sync;
+    Hooks hooks{};
+    std::vector<SyncSessionRunHook*> sync{};
   };
   const HooksOfMode& ForMode(RunMode mode) const {
     return mode == RunMode::kWithoutSkippableHooks ? unskippable_ : all_;

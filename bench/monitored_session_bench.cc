@@ -93,7 +93,7 @@ asio::awaitable<void> StepLoop(benchmark::State& state,
   Graph g;
   Output step = ops::Variable(g, Tensor::Scalar<int64_t>(0), "step");
   Output inc = ops::AssignAdd(g, step, ops::Const(g, int64_t{1}));
-  MonitoredSessionOptions options;  // named: pitfall 8 of ASYNC_NOTES
+  MonitoredSessionOptions options;  // named: docs/async_pitfalls.md, 8
   auto created = co_await MonitoredSession::Create(
       g, std::move(hooks), std::make_shared<ChiefSessionCreator>(), options,
       asio::use_awaitable);

@@ -132,11 +132,11 @@ class Node {
 
 // What Graph::AddNode needs to add an op.
 struct NodeSpec {
-  std::string op;    // registered op type
-  std::string name;  // requested name; empty = the op type
-  std::vector<Output> inputs;
-  std::vector<Operation> control_inputs;
-  AttrMap attrs;
+  std::string op{};    // registered op type
+  std::string name{};  // requested name; empty = the op type
+  std::vector<Output> inputs{};
+  std::vector<Operation> control_inputs{};
+  AttrMap attrs{};
 };
 
 class Graph {

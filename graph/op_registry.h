@@ -116,16 +116,16 @@ using GradientFn = std::function<absl::StatusOr<std::vector<Output>>(
     const WantedInputs& wanted)>;
 
 struct OpDef {
-  std::string name;
-  ShapeFn shape_fn;
+  std::string name{};
+  ShapeFn shape_fn{};
   // Exactly one of the two kernels is set.
-  SyncKernel kernel;
-  std::shared_ptr<const AsyncKernel> async_kernel;
+  SyncKernel kernel{};
+  std::shared_ptr<const AsyncKernel> async_kernel{};
   // nullptr = the sum of the input element counts.
   CostFn cost = nullptr;
   // Stateful ops (variables, random) are never cached or merged.
   bool stateful = false;
-  GradientFn gradient;
+  GradientFn gradient{};
 };
 
 class OpRegistry {

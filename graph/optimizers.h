@@ -47,8 +47,8 @@
 namespace cosession {
 
 struct GradientAndVariable {
-  Output gradient;  // invalid when the loss does not depend on the variable
-  Output variable;  // an output of a Variable op
+  Output gradient{};  // invalid when the loss does not depend on the variable
+  Output variable{};  // an output of a Variable op
 };
 
 class Optimizer {
@@ -167,8 +167,8 @@ class AdamOptimizer : public Optimizer {
 
  private:
   struct Powers {
-    Output beta1_power;
-    Output beta2_power;
+    Output beta1_power{};
+    Output beta2_power{};
   };
   // The beta powers for variables of `dtype`, created on first use.
   Powers PowersFor(Graph& g, DType dtype);

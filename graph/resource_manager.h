@@ -118,7 +118,7 @@ class ResourceManager {
   absl::flat_hash_map<int, std::unique_ptr<RandomSlot>> random_
       ABSL_GUARDED_BY(mu_);
   struct OpaqueResource {
-    std::shared_ptr<void> value;
+    std::shared_ptr<void> value{};
     std::type_index type;
   };
   absl::flat_hash_map<int, OpaqueResource> resources_ ABSL_GUARDED_BY(mu_);

@@ -110,8 +110,8 @@ class TensorAllocator {
   // Sits in front of every cached block: which heap it returns to, and its
   // link while it is kept. 16 bytes keep the block as aligned as malloc's.
   struct BlockHeader {
-    BlockHeader* next;
-    int32_t heap;
+    BlockHeader* next{};
+    int32_t heap{};
   };
   struct alignas(64) FreeList {  // a cache line each: no false sharing
     std::mutex mu;

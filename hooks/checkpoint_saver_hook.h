@@ -93,14 +93,14 @@ class CheckpointSaverListener {
 };
 
 struct CheckpointSaverHookOptions {
-  std::string checkpoint_dir;  // required
+  std::string checkpoint_dir{};  // required
   // Exactly one of the two.
-  std::optional<absl::Duration> save_secs;
-  std::optional<int64_t> save_steps;
+  std::optional<absl::Duration> save_secs{};
+  std::optional<int64_t> save_steps{};
   // Null = a Saver created in Begin with saver_options.
-  std::shared_ptr<Saver> saver;
-  SaverOptions saver_options;
-  std::vector<std::shared_ptr<CheckpointSaverListener>> listeners;
+  std::shared_ptr<Saver> saver{};
+  SaverOptions saver_options{};
+  std::vector<std::shared_ptr<CheckpointSaverListener>> listeners{};
   // The timer's clock (and the created Saver's, unless saver_options sets
   // one); null = SystemClock().
   Clock* clock = nullptr;

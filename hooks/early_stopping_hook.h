@@ -50,7 +50,7 @@ enum class EarlyStoppingMode {
 };
 
 struct EarlyStoppingHookOptions {
-  Output metric;
+  Output metric{};
   EarlyStoppingMode mode = EarlyStoppingMode::kMin;
   // How much a value must beat the best by to count as an improvement.
   double min_delta = 0.0;
@@ -58,7 +58,7 @@ struct EarlyStoppingHookOptions {
   int64_t patience = 1;
   // Evaluate at local iterations 0, N, 2N, ...
   int64_t every_n_steps = 1;
-  LogSink sink;  // unset = stderr
+  LogSink sink{};  // unset = stderr
 };
 
 class EarlyStoppingHook : public SessionRunHook {

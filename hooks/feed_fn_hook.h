@@ -34,7 +34,7 @@ namespace cosession {
 
 struct FeedFnHookOptions {
   using Feeds = std::vector<std::pair<Output, Tensor>>;
-  std::function<absl::StatusOr<Feeds>()> feed_fn;
+  std::function<absl::StatusOr<Feeds>()> feed_fn{};
 };
 
 class FeedFnHook : public SyncSessionRunHook {

@@ -32,11 +32,11 @@
 namespace cosession {
 
 struct FinalOpsHookOptions {
-  std::vector<Output> final_ops;
+  std::vector<Output> final_ops{};
   // Run for their effect only.
-  std::vector<Operation> final_targets;
-  std::vector<std::pair<Output, Tensor>> feeds;
-  LogSink sink;  // unset = stderr
+  std::vector<Operation> final_targets{};
+  std::vector<std::pair<Output, Tensor>> feeds{};
+  LogSink sink{};  // unset = stderr
 };
 
 class FinalOpsHook : public SyncSessionRunHook {

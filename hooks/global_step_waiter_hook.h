@@ -43,7 +43,7 @@ namespace cosession {
 struct GlobalStepWaiterHookOptions {
   int64_t wait_until_step = 0;
   std::chrono::nanoseconds poll_interval = std::chrono::milliseconds(500);
-  LogSink sink;  // unset = stderr
+  LogSink sink{};  // unset = stderr
 };
 
 class GlobalStepWaiterHook : public SessionRunHook {

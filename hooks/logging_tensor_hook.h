@@ -53,15 +53,15 @@ namespace cosession {
 using TensorValues = std::map<std::string, Tensor>;
 
 struct LoggingTensorHookOptions {
-  std::vector<Output> tensors;
+  std::vector<Output> tensors{};
   // Looked up in Begin: "op" (output 0) or "op:i".
-  std::vector<std::string> tensor_names;
-  std::optional<int64_t> every_n_iter;
-  std::optional<absl::Duration> every_n_secs;
+  std::vector<std::string> tensor_names{};
+  std::optional<int64_t> every_n_iter{};
+  std::optional<absl::Duration> every_n_secs{};
   bool at_end = false;
   // Makes the whole line; unset = "tag = value, ..." with the elapsed time.
-  std::function<std::string(const TensorValues&)> formatter;
-  LogSink sink;            // unset = stderr
+  std::function<std::string(const TensorValues&)> formatter{};
+  LogSink sink{};          // unset = stderr
   Clock* clock = nullptr;  // for every_n_secs; null = SystemClock()
 };
 

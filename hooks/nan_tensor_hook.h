@@ -32,9 +32,9 @@
 namespace cosession {
 
 struct NanTensorHookOptions {
-  Output loss;
+  Output loss{};
   bool fail_on_nan_loss = true;
-  LogSink sink;  // unset = stderr
+  LogSink sink{};  // unset = stderr
 };
 
 class NanTensorHook : public SyncSessionRunHook {

@@ -49,10 +49,10 @@
 namespace cosession {
 
 struct ProfilerHookOptions {
-  std::optional<int64_t> save_steps;
-  std::optional<absl::Duration> save_secs;
-  std::string output_dir;
-  ChromeTraceOptions trace;
+  std::optional<int64_t> save_steps{};
+  std::optional<absl::Duration> save_secs{};
+  std::string output_dir{};
+  ChromeTraceOptions trace{};
   Clock* clock = nullptr;  // null = SystemClock()
 };
 

@@ -60,14 +60,14 @@ namespace cosession {
 
 struct ProgressHookOptions {
   // The step training ends at; unset = unknown (no bar, no ETA).
-  std::optional<int64_t> last_step;
-  std::vector<Output> metrics;
+  std::optional<int64_t> last_step{};
+  std::vector<Output> metrics{};
   // At most one; neither = every 100 steps (a terminal is redrawn more often
   // by setting every_n_secs, e.g. 0.2 s).
-  std::optional<int64_t> every_n_steps;
-  std::optional<absl::Duration> every_n_secs;
-  std::ostream* output = nullptr;   // null = std::cout
-  std::optional<bool> is_terminal;  // unset = isatty, see above
+  std::optional<int64_t> every_n_steps{};
+  std::optional<absl::Duration> every_n_secs{};
+  std::ostream* output = nullptr;     // null = std::cout
+  std::optional<bool> is_terminal{};  // unset = isatty, see above
   int bar_width = 30;
   Clock* clock = nullptr;  // null = SystemClock()
 };

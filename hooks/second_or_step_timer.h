@@ -29,7 +29,7 @@ namespace cosession {
 class SecondOrStepTimer {
  public:
   struct Elapsed {
-    absl::Duration time;
+    absl::Duration time{};
     int64_t steps = 0;
   };
 

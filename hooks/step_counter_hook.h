@@ -51,16 +51,16 @@ struct StepCounterHookOptions {
   // Exactly one of these (TensorFlow's defaults: 100 steps, no seconds; to
   // count by time set every_n_steps = std::nullopt).
   std::optional<int64_t> every_n_steps = 100;
-  std::optional<absl::Duration> every_n_secs;
+  std::optional<absl::Duration> every_n_secs{};
   // Where the scalar goes: `summary_writer`, else SummaryWriterCache::Get(
   // output_dir); both empty = log only.
-  std::string output_dir;
-  std::shared_ptr<SummaryWriter> summary_writer;
+  std::string output_dir{};
+  std::shared_ptr<SummaryWriter> summary_writer{};
   // Global steps one run advances (TensorFlow's steps_per_run).
   int64_t steps_per_run = 1;
   // Receives each log line ("global_step/sec: 12.5", warnings); null =
   // standard error.
-  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> log{};
   Clock* clock = nullptr;  // null = SystemClock()
 };
 

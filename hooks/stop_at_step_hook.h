@@ -46,9 +46,9 @@ namespace cosession {
 
 struct StopAtStepHookOptions {
   // Steps to run from the global step at the first session creation.
-  std::optional<int64_t> num_steps;
+  std::optional<int64_t> num_steps{};
   // The global step after which to stop.
-  std::optional<int64_t> last_step;
+  std::optional<int64_t> last_step{};
 };
 
 class StopAtStepHook : public SyncSessionRunHook {

@@ -56,13 +56,13 @@
 namespace cosession {
 
 struct SummarySaverHookOptions {
-  std::optional<int64_t> save_steps;
-  std::optional<absl::Duration> save_secs;
+  std::optional<int64_t> save_steps{};
+  std::optional<absl::Duration> save_secs{};
   // `summary_writer`, else SummaryWriterCache::Get(output_dir).
-  std::string output_dir;
-  std::shared_ptr<SummaryWriter> summary_writer;
-  std::vector<std::pair<std::string, Output>> scalars;
-  std::vector<std::pair<std::string, Output>> histograms;
+  std::string output_dir{};
+  std::shared_ptr<SummaryWriter> summary_writer{};
+  std::vector<std::pair<std::string, Output>> scalars{};
+  std::vector<std::pair<std::string, Output>> histograms{};
   Clock* clock = nullptr;  // null = SystemClock()
 };
 

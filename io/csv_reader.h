@@ -43,9 +43,9 @@ namespace cosession {
 struct CsvTable {
   int64_t num_columns = 0;
   // Row-major: num_rows() * num_columns values.
-  std::vector<double> values;
+  std::vector<double> values{};
   // The 1-based source line of each row, for messages about it.
-  std::vector<int64_t> lines;
+  std::vector<int64_t> lines{};
 
   int64_t num_rows() const { return static_cast<int64_t>(lines.size()); }
   absl::Span<const double> row(int64_t r) const {

@@ -46,17 +46,17 @@ struct HistogramProto {
   double num = 0;
   double sum = 0;
   double sum_squares = 0;
-  std::vector<double> bucket_limit;
-  std::vector<double> bucket;
+  std::vector<double> bucket_limit{};
+  std::vector<double> bucket{};
 };
 
 struct SummaryValue {
-  std::string tag;
-  std::variant<float, HistogramProto> value;
+  std::string tag{};
+  std::variant<float, HistogramProto> value{};
 };
 
 struct Summary {
-  std::vector<SummaryValue> value;
+  std::vector<SummaryValue> value{};
 };
 
 struct SessionLog {
@@ -72,13 +72,13 @@ struct SessionLog {
 };
 
 struct FileVersion {
-  std::string version;  // "brain.Event:2" for the files we write
+  std::string version{};  // "brain.Event:2" for the files we write
 };
 
 struct Event {
   double wall_time = 0;
   int64_t step = 0;
-  std::variant<std::monostate, FileVersion, Summary, SessionLog> what;
+  std::variant<std::monostate, FileVersion, Summary, SessionLog> what{};
 };
 
 // The event's wire-format bytes (a record's data in an event file).

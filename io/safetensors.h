@@ -52,8 +52,8 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 inline constexpr absl::string_view kSafetensorsCrcKey = "crc32c";
 
 struct SafetensorsContents {
-  std::map<std::string, Tensor> tensors;
-  std::map<std::string, std::string> metadata;  // "crc32c" included
+  std::map<std::string, Tensor> tensors{};
+  std::map<std::string, std::string> metadata{};  // "crc32c" included
 };
 
 // "F32", "F64", "I32", "I64", "BOOL".
@@ -64,8 +64,8 @@ absl::string_view SafetensorsDTypeName(DType dtype);
 // order. Writing `header` then each tensor's raw bytes gives the file; the
 // tensors are shared, not copied.
 struct SafetensorsFile {
-  std::string header;
-  std::vector<Tensor> data;
+  std::string header{};
+  std::vector<Tensor> data{};
   uint64_t data_bytes = 0;
 };
 

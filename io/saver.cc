@@ -237,7 +237,8 @@ class SavesInFlight {
   }
 
   std::mutex mu_;
-  std::map<std::string, std::vector<std::weak_ptr<PendingSave>>> by_dir_;
+  std::map<std::string, std::vector<std::weak_ptr<PendingSave>>> by_dir_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
@@ -294,7 +295,7 @@ void PendingSave::AddWaiter(Waiter waiter) {
 
 asio::awaitable<absl::StatusOr<std::string>> PendingSave::Wait() {
   // Named before the co_await: g++ 12 mishandles capturing lambda
-  // temporaries inside co_await expressions (ASYNC_NOTES pitfall 4).
+  // temporaries inside co_await expressions (docs/async_pitfalls.md, 4).
   auto initiation = [this](auto handler) {
     AddWaiter(PostToHandler<absl::StatusOr<std::string>>(
         std::move(handler), [](absl::StatusOr<std::string> r) { return r; }));

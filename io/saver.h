@@ -68,11 +68,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
 #include "async/checkpoint_restorer.h"
+#include "async/clock.h"
 #include "async/runtime.h"
 #include "async/session.h"
 #include "graph/graph.h"
@@ -92,17 +93,17 @@ struct SaverOptions {
   std::string filename_prefix = "model.ckpt";
   // The variables to save, each an output of ops::Variable. Empty = the
   // graph's "variables" collection.
-  std::vector<Output> variables;
+  std::vector<Output> variables{};
   // Timestamps of checkpoints; null = SystemClock().
   Clock* clock = nullptr;
 };
 
 // The state file's contents.
 struct CheckpointState {
-  std::string model_checkpoint_path;
-  std::vector<std::string> all_model_checkpoint_paths;
-  std::vector<double> all_model_checkpoint_timestamps;
-  std::optional<double> last_preserved_timestamp;
+  std::string model_checkpoint_path{};
+  std::vector<std::string> all_model_checkpoint_paths{};
+  std::vector<double> all_model_checkpoint_timestamps{};
+  std::optional<double> last_preserved_timestamp{};
 };
 
 // The state file of `dir` ("<dir>/checkpoint"). NotFound when there is
@@ -143,9 +144,9 @@ class PendingSave {
   const int64_t step_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
-  absl::StatusOr<std::string> result_;
-  std::vector<Waiter> waiters_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusOr<std::string> result_ ABSL_GUARDED_BY(mu_);
+  std::vector<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
 };
 
 class Saver : public CheckpointRestorer,
@@ -204,9 +205,9 @@ class Saver : public CheckpointRestorer,
   // Restores the newest loadable checkpoint of `dir` and returns its prefix,
   // after waiting for every save into `dir` still in flight (by any Saver of
   // the process: a restore never reads a state older than one being
-  // written, nor a file half-written). NotFound when `dir` has no state file; DataLoss when no listed
-  // checkpoint loads (each failure named); errors of the variables (NotFound,
-  // InvalidArgument) as Restore, without falling back.
+  // written, nor a file half-written). NotFound when `dir` has no state file;
+  // DataLoss when no listed checkpoint loads (each failure named); errors of
+  // the variables (NotFound, InvalidArgument) as Restore, without falling back.
   boost::asio::awaitable<absl::StatusOr<std::string>> RestoreLatest(
       Session& session, std::string dir);
   // CheckpointRestorer (a Scaffold's saver): RestoreLatest, or false when
@@ -216,8 +217,8 @@ class Saver : public CheckpointRestorer,
 
  private:
   struct Retained {
-    std::string name;  // relative to the directory, e.g. "model.ckpt-20"
-    absl::Time time;
+    std::string name{};  // relative to the directory, e.g. "model.ckpt-20"
+    absl::Time time{};
   };
 
   Saver(SaverOptions options, std::vector<Output> variables,
@@ -243,14 +244,15 @@ class Saver : public CheckpointRestorer,
   const std::vector<Operation> assigns_;
 
   std::mutex pending_mu_;
-  std::shared_ptr<PendingSave> pending_;  // guarded by pending_mu_
+  std::shared_ptr<PendingSave> pending_ ABSL_GUARDED_BY(pending_mu_);
 
   // Retention state, touched only by WriteCheckpoint under write_mu_.
   std::mutex write_mu_;
-  std::string directory_;  // the directory retained_ describes
-  std::vector<Retained> retained_;
-  absl::Time next_preserve_time_;
-  std::optional<absl::Time> last_preserved_;
+  // The directory retained_ describes.
+  std::string directory_ ABSL_GUARDED_BY(write_mu_);
+  std::vector<Retained> retained_ ABSL_GUARDED_BY(write_mu_);
+  absl::Time next_preserve_time_ ABSL_GUARDED_BY(write_mu_);
+  std::optional<absl::Time> last_preserved_ ABSL_GUARDED_BY(write_mu_);
 };
 
 // A Scaffold::restore function (async/monitored_session.h): waits for any

@@ -291,7 +291,8 @@ namespace {
 
 struct WriterCacheState {
   std::mutex mu;
-  std::map<std::string, std::shared_ptr<SummaryWriter>> writers;
+  std::map<std::string, std::shared_ptr<SummaryWriter>> writers
+      ABSL_GUARDED_BY(mu);
 };
 
 WriterCacheState& CacheState() {

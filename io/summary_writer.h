@@ -47,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -64,7 +65,7 @@ struct SummaryWriterOptions {
   // are queued (adding never blocks).
   size_t max_queue = 10;
   // Appended to the file name.
-  std::string filename_suffix;
+  std::string filename_suffix{};
   // Where events' wall_time comes from; null = SystemClock().
   Clock* clock = nullptr;
 };
@@ -128,10 +129,10 @@ class SummaryWriter {
  private:
   using Done = absl::AnyInvocable<void(absl::Status)>;
   struct Pending {
-    Event event;
+    Event event{};
     // Set for a histogram whose buckets the writer thread computes.
-    std::optional<Tensor> histogram_values;
-    std::string histogram_tag;
+    std::optional<Tensor> histogram_values{};
+    std::string histogram_tag{};
   };
 
   SummaryWriter(std::string logdir, std::string path, std::FILE* file,
@@ -155,12 +156,12 @@ class SummaryWriter {
 
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<Pending> queue_;     // guarded by mu_
-  std::vector<Done> flush_done_;  // guarded by mu_
-  bool close_requested_ = false;  // guarded by mu_
-  bool closed_ = false;           // guarded by mu_ (thread finished)
-  absl::Status status_;           // guarded by mu_
-  std::mutex join_mu_;            // Close() from two threads joins once
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  std::vector<Done> flush_done_ ABSL_GUARDED_BY(mu_);
+  bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the thread finished
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::mutex join_mu_;  // Close() from two threads joins once
   std::thread thread_;
 };
 

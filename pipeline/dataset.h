@@ -58,7 +58,7 @@ namespace cosession {
 
 struct CsvDatasetOptions {
   // Read in this order; each may be plain text or gzip.
-  std::vector<std::string> files;
+  std::vector<std::string> files{};
   // Columns of every row, the label included (required, >= 2). A row with
   // another count is InvalidArgument "<file>:<line>: expected N columns,
   // got M".
@@ -73,9 +73,9 @@ struct CsvDatasetOptions {
   DType label_dtype = DType::kInt32;
   // 0-based indices (across files) of the rows to keep; unset = all rows.
   // No negative index, no index twice.
-  std::optional<std::vector<int64_t>> keep_rows;
+  std::optional<std::vector<int64_t>> keep_rows{};
   // Unset = no shuffling (file order every epoch).
-  std::optional<uint64_t> shuffle_seed;
+  std::optional<uint64_t> shuffle_seed{};
   int64_t batch_size = 32;
   // Drop the last, smaller batch of each epoch.
   bool drop_remainder = false;
@@ -87,15 +87,15 @@ struct CsvDatasetOptions {
 };
 
 struct DatasetBatch {
-  Tensor features;  // float [B, F]
-  Tensor labels;    // label_dtype [B]
+  Tensor features{};  // float [B, F]
+  Tensor labels{};    // label_dtype [B]
 };
 
 // The kept rows, decoded: what a stream batches.
 struct DatasetRows {
   int64_t num_features = 0;
-  std::vector<float> features;  // row-major, size() * num_features
-  std::vector<int64_t> labels;
+  std::vector<float> features{};  // row-major, size() * num_features
+  std::vector<int64_t> labels{};
   int64_t size() const { return static_cast<int64_t>(labels.size()); }
 };
 
@@ -155,8 +155,8 @@ class DatasetStream {
 // (num_rows, first_fraction, seed). InvalidArgument when num_rows < 0 or
 // first_fraction is outside [0, 1].
 struct RowSplit {
-  std::vector<int64_t> first;
-  std::vector<int64_t> second;
+  std::vector<int64_t> first{};
+  std::vector<int64_t> second{};
 };
 absl::StatusOr<RowSplit> SeededRowSplit(int64_t num_rows, double first_fraction,
                                         uint64_t seed);

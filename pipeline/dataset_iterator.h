@@ -68,8 +68,8 @@ namespace cosession {
 inline constexpr char kIteratorGetNextOp[] = "IteratorGetNext";
 
 struct DatasetOutputs {
-  Output features;  // float [-1, F]
-  Output labels;    // int32 / int64 [-1]
+  Output features{};  // float [-1, F]
+  Output labels{};    // int32 / int64 [-1]
 };
 
 // Adds an IteratorGetNext op reading `dataset` (stateful: never merged or

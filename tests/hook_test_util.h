@@ -68,7 +68,7 @@ inline MonitoredSessionOptions HookTestOptions() {
   return options;
 }
 
-// A hook list built outside co_await expressions (ASYNC_NOTES pitfall 8).
+// A hook list built outside co_await expressions (docs/async_pitfalls.md, 8).
 template <typename... H>
 MonitoredSession::Hooks HookList(H... hooks) {
   return MonitoredSession::Hooks{hooks...};

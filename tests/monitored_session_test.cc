@@ -1,5 +1,5 @@
-// MonitoredSession: the hook semantics of DESIGN.md, with recording fake
-// hooks. Each numbered point of "Semantics the hooks must keep" and its tests:
+// MonitoredSession: the hook semantics of docs/design.md, with recording fake
+// hooks. Each numbered point of "What the hooks can rely on" and its tests:
 //   1  BeginIsCalledOnceInOrderThenTheGraphIsFinalized,
 //      BeginAddingToAFinalizedGraphFailsCreateNamingTheOp,
 //      ASecondSessionOnTheSameGraphFindsWhatBeginAddedBefore
@@ -199,7 +199,7 @@ asio::awaitable<std::unique_ptr<MonitoredSession>> CreateOrFail(
 }
 
 // A hook list built outside co_await expressions (g++ 12 rejects braced
-// lists inside them: ASYNC_NOTES pitfall 8).
+// lists inside them: docs/async_pitfalls.md, 8).
 template <typename... H>
 MonitoredSession::Hooks HookList(H... hooks) {
   return MonitoredSession::Hooks{hooks...};

@@ -1,4 +1,4 @@
-// MonitoredTrainingSession: TF's default hooks, their order (DESIGN.md
+// MonitoredTrainingSession: TF's default hooks, their order (docs/design.md
 // semantics point 13), its defaults, the worker set-up, and a run that stops
 // at max_steps and resumes from its checkpoint.
 #include "training/monitored_training_session.h"

@@ -542,7 +542,7 @@ CO_TEST(Saver, ASecondStartSaveWaitsForTheSaveInFlight) {
     *second_started = true;
   };
   // Named first: a capturing lambda inside a co_await expression is freed
-  // twice by g++ 12 (ASYNC_NOTES pitfall 4).
+  // twice by g++ 12 (docs/async_pitfalls.md, 4).
   auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(executor, second(), asio::detached);
   for (int i = 0; i < 20; ++i) {

@@ -46,7 +46,7 @@ namespace cosession {
 
 struct DatasetHookOptions {
   // Either output of DatasetIteratorGetNext.
-  Output get_next;
+  Output get_next{};
   // The first batch of each session's iterator...
   int64_t start_at_batch = 0;
   // ...or, when true, the global step's value after the session was created.

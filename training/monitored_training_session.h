@@ -55,44 +55,44 @@ namespace cosession {
 
 struct MonitoredTrainingSessionOptions {
   bool is_chief = true;
-  std::string checkpoint_dir;
-  std::string summary_dir;  // empty = checkpoint_dir
-  Scaffold scaffold;
-  MonitoredSession::Hooks hooks;
-  MonitoredSession::Hooks chief_only_hooks;
+  std::string checkpoint_dir{};
+  std::string summary_dir{};  // empty = checkpoint_dir
+  Scaffold scaffold{};
+  MonitoredSession::Hooks hooks{};
+  MonitoredSession::Hooks chief_only_hooks{};
   // Checkpoints: every save_checkpoint_steps when set, else every
   // save_checkpoint_secs when set; neither = no CheckpointSaverHook.
-  std::optional<int64_t> save_checkpoint_steps;
+  std::optional<int64_t> save_checkpoint_steps{};
   std::optional<absl::Duration> save_checkpoint_secs = absl::Seconds(600);
   // Summaries: every save_summaries_secs when set, else every
   // save_summaries_steps when set.
   std::optional<int64_t> save_summaries_steps = 100;
-  std::optional<absl::Duration> save_summaries_secs;
-  std::vector<std::pair<std::string, Output>> summary_scalars;
-  std::vector<std::pair<std::string, Output>> summary_histograms;
+  std::optional<absl::Duration> save_summaries_secs{};
+  std::vector<std::pair<std::string, Output>> summary_scalars{};
+  std::vector<std::pair<std::string, Output>> summary_histograms{};
   // The step rate, every this many steps; unset or 0 = no StepCounterHook.
   std::optional<int64_t> log_step_count_steps = 100;
   // Stop once the global step reaches it (a StopAtStepHook's last_step).
-  std::optional<int64_t> max_steps;
+  std::optional<int64_t> max_steps{};
   std::chrono::nanoseconds stop_grace_period = std::chrono::seconds(120);
   // A worker's sessions run over the chief's variables (see
   // WorkerSessionCreator); the chief's sessions too when set.
-  std::shared_ptr<ResourceManager> shared_resources;
-  WorkerSessionOptions worker;
+  std::shared_ptr<ResourceManager> shared_resources{};
+  WorkerSessionOptions worker{};
   // Everything else of the MonitoredSession (its stop_grace_period is
   // replaced by the one above).
-  MonitoredSessionOptions session;
+  MonitoredSessionOptions session{};
   // The clock of the default hooks; null = SystemClock().
   Clock* clock = nullptr;
   // Where the StepCounterHook's lines go; null = standard error.
-  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> log{};
 };
 
 // What MonitoredTrainingSession creates a MonitoredSession from.
 struct MonitoredTrainingSessionSetup {
-  MonitoredSession::Hooks hooks;
-  std::shared_ptr<SessionCreator> creator;
-  MonitoredSessionOptions options;
+  MonitoredSession::Hooks hooks{};
+  std::shared_ptr<SessionCreator> creator{};
+  MonitoredSessionOptions options{};
 };
 
 // The hooks, session creator and options, without creating anything yet

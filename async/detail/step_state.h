@@ -29,8 +29,8 @@ namespace cosession::detail {
 struct StepState {
   explicit StepState(boost::asio::any_io_executor ex)
       : executor(std::move(ex)) {}
-  boost::asio::any_io_executor executor;
-  boost::asio::cancellation_signal signal;  // emitted only on `executor`
+  boost::asio::any_io_executor executor{};
+  boost::asio::cancellation_signal signal{};  // emitted only on `executor`
   // Written on `executor`; read from cancellation handlers anywhere.
   std::atomic<bool> finished{false};
 
