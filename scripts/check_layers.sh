@@ -36,5 +36,5 @@ done < <(git grep -n -E '#include [<"]boost/' -- 'graph/*.h' 'graph/*.cc' || tru
 while IFS= read -r hit; do
   echo "layering: $hit (async/detail/ is internal to async/)"
   failed=1
-done < <(git grep -n '#include "async/detail/' -- ':!async/' || true)
+done < <(git grep -n '#include "async/detail/' -- '*.h' '*.cc' ':!async/' || true)
 exit $failed
