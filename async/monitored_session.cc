@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "async/detail/cancellation.h"
 
 namespace cosession {
 namespace asio = boost::asio;
@@ -21,9 +22,7 @@ bool IsRecoverable(const absl::Status& s) {
   return absl::IsAborted(s) || absl::IsUnavailable(s);
 }
 
-bool IsCancelled(const asio::cancellation_state& state) {
-  return state.cancelled() != asio::cancellation_type::none;
-}
+using detail::IsCancelled;
 
 }  // namespace
 
@@ -474,8 +473,8 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
   InlineStep* step =
       impl->InlineStepOn(co_await asio::this_coro::executor, impl);
   std::string stop_reason;
-  RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
-                                               step, &stop_reason);
+  RunResult result =
+      co_await impl->runner.Run(*impl->session, args, mode, step, &stop_reason);
   step->finished = true;
   step->signal.slot().clear();  // releases the finished run
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) {

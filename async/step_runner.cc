@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "async/completion.h"
+#include "async/detail/cancellation.h"
 #include "async/status_from_exception.h"
 #include "async/task_group.h"
 
@@ -41,12 +42,7 @@ asio::awaitable<absl::Status> AfterRunNoting(
   co_return s;
 }
 
-// True once the awaiting coroutine's cancellation was delivered; used as
-// IsCancelled(co_await asio::this_coro::cancellation_state), which costs no
-// coroutine frame.
-bool IsCancelled(const asio::cancellation_state& state) {
-  return state.cancelled() != asio::cancellation_type::none;
-}
+using detail::IsCancelled;
 
 std::vector<SyncSessionRunHook*> AsSyncHooks(const StepRunner::Hooks& hooks) {
   std::vector<SyncSessionRunHook*> sync;
@@ -247,11 +243,12 @@ asio::awaitable<StepRunner::RunResult> StepRunner::Run(
 
   // ---- BeforeRun.
   if (together) {
-    absl::Status s = co_await BeforeRunTogether(hooks, *context, stop_requester);
+    absl::Status s =
+        co_await BeforeRunTogether(hooks, *context, stop_requester);
     if (!s.ok()) co_return s;
-    any_asked = std::any_of(
-        hook_args_.begin(), hook_args_.end(),
-        [](const RunArgs& a) { return !AsksForNothing(a); });
+    any_asked =
+        std::any_of(hook_args_.begin(), hook_args_.end(),
+                    [](const RunArgs& a) { return !AsksForNothing(a); });
   } else {
     for (size_t h = 0; h < n; ++h) {
       absl::Status s;
