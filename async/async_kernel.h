@@ -31,7 +31,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "graph/kernel.h"
+#include "cosession/graph/kernel.h"
 
 namespace cosession {
 

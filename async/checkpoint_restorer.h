@@ -21,7 +21,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "async/session.h"
+#include "cosession/async/session.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/clock.h"
+#include "cosession/async/clock.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/coordinator.h"
+#include "cosession/async/coordinator.h"
 
 #include <algorithm>
 #include <atomic>
@@ -25,7 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "async/status_from_exception.h"
+#include "cosession/async/status_from_exception.h"
 
 namespace cosession {
 namespace detail {

@@ -97,7 +97,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
-#include "async/completion.h"
+#include "cosession/async/completion.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/executor.h"
+#include "cosession/async/executor.h"
 
 #include <algorithm>
 #include <atomic>
@@ -20,9 +20,9 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "async/async_kernel.h"
-#include "async/status_from_exception.h"
-#include "graph/status.h"
+#include "cosession/async/async_kernel.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace asio = boost::asio;

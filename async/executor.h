@@ -36,11 +36,11 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "async/run_args.h"
-#include "async/runtime.h"
-#include "graph/graph.h"
-#include "graph/op_registry.h"
-#include "graph/resource_manager.h"
+#include "cosession/async/run_args.h"
+#include "cosession/async/runtime.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/resource_manager.h"
 
 namespace cosession {
 

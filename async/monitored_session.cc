@@ -1,4 +1,4 @@
-#include "async/monitored_session.h"
+#include "cosession/async/monitored_session.h"
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "async/detail/cancellation.h"
+#include "cosession/async/detail/cancellation.h"
 
 namespace cosession {
 namespace asio = boost::asio;
@@ -355,12 +355,11 @@ absl::StatusOr<MonitoredSession::Hooks> UnskippableHooks(
 void MonitoredSession::StartCreate(
     Graph* graph, Hooks hooks, std::shared_ptr<SessionCreator> creator,
     MonitoredSessionOptions options, asio::cancellation_slot slot,
+    asio::any_io_executor executor,
     absl::AnyInvocable<void(CreateResult)> done) {
-  auto executor = DefaultExecutor(options);
   auto body =
       [](Graph* graph, Hooks hooks, std::shared_ptr<SessionCreator> creator,
-         MonitoredSessionOptions options,
-         asio::any_io_executor executor) -> asio::awaitable<CreateResult> {
+         MonitoredSessionOptions options) -> asio::awaitable<CreateResult> {
     co_await asio::this_coro::throw_if_cancelled(false);
     if (!creator) creator = std::make_shared<ChiefSessionCreator>();
     absl::StatusOr<Hooks> unskippable =
@@ -375,13 +374,15 @@ void MonitoredSession::StartCreate(
     impl->NewCoordinator(co_await asio::this_coro::executor, impl);
     absl::Status s = co_await impl->CreateSessionWithRetries(impl, false);
     if (!s.ok()) co_return s;
+    // Later operations whose handlers have no executor of their own run
+    // where options.executor (or the runtime) says.
+    auto default_executor = DefaultExecutor(impl->options);
     co_return std::unique_ptr<MonitoredSession>(
-        new MonitoredSession(std::move(impl), std::move(executor)));
+        new MonitoredSession(std::move(impl), std::move(default_executor)));
   };
   detail::SpawnWithCancellation<CreateResult>(
-      std::make_shared<detail::StepState>(executor),
-      body(graph, std::move(hooks), std::move(creator), std::move(options),
-           executor),
+      std::make_shared<detail::StepState>(std::move(executor)),
+      body(graph, std::move(hooks), std::move(creator), std::move(options)),
       slot, std::move(done), "Create", nullptr, nullptr);
 }
 

@@ -55,17 +55,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "async/completion.h"
-#include "async/coordinator.h"
-#include "async/detail/step_state.h"
-#include "async/run_args.h"
-#include "async/runtime.h"
-#include "async/session.h"
-#include "async/session_creator.h"
-#include "async/session_run_hook.h"
-#include "async/status_from_exception.h"
-#include "async/step_runner.h"
-#include "graph/graph.h"
+#include "cosession/async/completion.h"
+#include "cosession/async/coordinator.h"
+#include "cosession/async/detail/step_state.h"
+#include "cosession/async/run_args.h"
+#include "cosession/async/runtime.h"
+#include "cosession/async/session.h"
+#include "cosession/async/session_creator.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/async/step_runner.h"
+#include "cosession/graph/graph.h"
 
 namespace cosession {
 
@@ -149,7 +149,12 @@ class MonitoredSession {
   };
 
   // Calls every hook's Begin, finalizes the graph, creates the session and
-  // calls every hook's AfterCreateSession. Completion signature:
+  // calls every hook's AfterCreateSession -- on the completion handler's
+  // executor (for use_awaitable, the awaiting coroutine's), else on
+  // options.executor or a strand of the runtime's pool, as every later
+  // operation does: awaited from one event loop, every hook method runs on
+  // it. The session's coordinator lives on a strand of that executor.
+  // Completion signature:
   // void(CreateResult): the session, or the first error (a Begin's, the
   // creator's, an AfterCreateSession's). `graph` must outlive the session.
   // Cancelling Create (per-operation, any type) cancels the waits of the
@@ -165,9 +170,11 @@ class MonitoredSession {
            std::shared_ptr<SessionCreator> creator,
            MonitoredSessionOptions options) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
+          auto executor = boost::asio::get_associated_executor(
+              handler, DefaultExecutor(options));
           StartCreate(
               graph, std::move(hooks), std::move(creator), std::move(options),
-              slot,
+              slot, std::move(executor),
               PostToHandler<CreateResult>(std::move(handler),
                                           [](CreateResult r) { return r; }));
         },
@@ -289,6 +296,7 @@ class MonitoredSession {
                           std::shared_ptr<SessionCreator> creator,
                           MonitoredSessionOptions options,
                           boost::asio::cancellation_slot slot,
+                          boost::asio::any_io_executor executor,
                           absl::AnyInvocable<void(CreateResult)> done);
 
   // Runs `body` as one step on `executor`: registered so that a stop

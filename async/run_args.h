@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,11 +1,11 @@
-#include "async/run_args_merge.h"
+#include "cosession/async/run_args_merge.h"
 
 #include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 

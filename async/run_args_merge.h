@@ -32,9 +32,9 @@
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "async/run_args.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/async/run_args.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/runtime.h"
+#include "cosession/async/runtime.h"
 
 #include <pthread.h>
 #include <sched.h>

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
-#include "graph/kernel.h"
+#include "cosession/graph/kernel.h"
 
 namespace cosession {
 

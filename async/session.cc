@@ -1,4 +1,4 @@
-#include "async/session.h"
+#include "cosession/async/session.h"
 
 #include <condition_variable>
 #include <mutex>
@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace detail {

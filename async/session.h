@@ -44,13 +44,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "async/completion.h"
-#include "async/executor.h"
-#include "async/run_args.h"
-#include "async/runtime.h"
-#include "graph/graph.h"
-#include "graph/resource_manager.h"
-#include "graph/tensor.h"
+#include "cosession/async/completion.h"
+#include "cosession/async/executor.h"
+#include "cosession/async/run_args.h"
+#include "cosession/async/runtime.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/resource_manager.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

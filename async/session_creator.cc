@@ -1,4 +1,4 @@
-#include "async/session_creator.h"
+#include "cosession/async/session_creator.h"
 
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 
 namespace cosession {
 namespace asio = boost::asio;

@@ -29,11 +29,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "async/checkpoint_restorer.h"
-#include "async/runtime.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/resource_manager.h"
+#include "cosession/async/checkpoint_restorer.h"
+#include "cosession/async/runtime.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/resource_manager.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/session_run_hook.h"
+#include "cosession/async/session_run_hook.h"
 
 #include <cxxabi.h>
 

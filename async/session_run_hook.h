@@ -36,7 +36,12 @@
 //
 // Every method has a no-op default. Hooks are called from the session's
 // step coroutine, never concurrently for one hook; a hook shared between
-// sessions must synchronise itself. The awaitable methods may suspend (await
+// sessions must synchronise itself. Each method runs on the executor of the
+// MonitoredSession operation that calls it -- Begin and AfterCreateSession
+// on Create's (or on the recovering Run's), BeforeRun and AfterRun on
+// Run's, End on Close's: the completion handler's executor, for
+// use_awaitable the awaiting coroutine's -- so a program that awaits them
+// all from one event loop gets every hook call on that loop. The awaitable methods may suspend (await
 // I/O, timers, channels); a stop request or the caller's cancellation cancels
 // those waits (terminal cancellation), so a hook must let them be cancelled.
 #ifndef COSESSION_ASYNC_SESSION_RUN_HOOK_H_
@@ -51,10 +56,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "async/run_args.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/async/run_args.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

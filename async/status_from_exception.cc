@@ -1,10 +1,10 @@
-#include "async/status_from_exception.h"
+#include "cosession/async/status_from_exception.h"
 
 #include <boost/system/system_error.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "async/detail/cancellation.h"
-#include "graph/status.h"
+#include "cosession/async/detail/cancellation.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 

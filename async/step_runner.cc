@@ -1,4 +1,4 @@
-#include "async/step_runner.h"
+#include "cosession/async/step_runner.h"
 
 #include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -9,10 +9,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "async/completion.h"
-#include "async/detail/cancellation.h"
-#include "async/status_from_exception.h"
-#include "async/task_group.h"
+#include "cosession/async/completion.h"
+#include "cosession/async/detail/cancellation.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/async/task_group.h"
 
 namespace cosession {
 namespace asio = boost::asio;

@@ -48,13 +48,13 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "async/detail/step_state.h"
-#include "async/run_args.h"
-#include "async/run_args_merge.h"
-#include "async/session.h"
-#include "async/session_run_hook.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/async/detail/step_state.h"
+#include "cosession/async/run_args.h"
+#include "cosession/async/run_args_merge.h"
+#include "cosession/async/session.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "async/task_group.h"
+#include "cosession/async/task_group.h"
 
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <exception>
 
-#include "async/status_from_exception.h"
+#include "cosession/async/status_from_exception.h"
 
 namespace cosession {
 namespace asio = boost::asio;

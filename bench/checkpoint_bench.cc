@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "async/session.h"
+#include "cosession/async/session.h"
 #include "bench/bench_util.h"
-#include "graph/ops.h"
-#include "io/saver.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/saver.h"
 
 namespace cosession {
 namespace {

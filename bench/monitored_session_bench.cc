@@ -11,10 +11,10 @@
 #include <memory>
 #include <vector>
 
-#include "async/monitored_session.h"
+#include "cosession/async/monitored_session.h"
 #include "bench/bench_util.h"
-#include "graph/ops.h"
-#include "training/monitored_training_session.h"
+#include "cosession/graph/ops.h"
+#include "cosession/training/monitored_training_session.h"
 
 namespace cosession {
 namespace {

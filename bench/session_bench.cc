@@ -18,10 +18,10 @@
 #include <thread>
 #include <vector>
 
-#include "async/session.h"
+#include "cosession/async/session.h"
 #include "bench/bench_util.h"
-#include "graph/ops.h"
-#include "graph/tensor_eigen.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/tensor_eigen.h"
 
 namespace cosession {
 namespace {

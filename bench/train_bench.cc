@@ -18,11 +18,11 @@
 #include <random>
 #include <vector>
 
-#include "async/monitored_session.h"
-#include "async/runtime.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/async/runtime.h"
 #include "bench/bench_util.h"
 #include "examples/mlp_classifier.h"
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 
 namespace cosession {
 namespace {

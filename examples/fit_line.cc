@@ -16,11 +16,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "graph/ops.h"
-#include "hooks/logging_tensor_hook.h"
-#include "hooks/nan_tensor_hook.h"
-#include "hooks/profiler_hook.h"
-#include "training/monitored_training_session.h"
+#include "cosession/graph/ops.h"
+#include "cosession/hooks/logging_tensor_hook.h"
+#include "cosession/hooks/nan_tensor_hook.h"
+#include "cosession/hooks/profiler_hook.h"
+#include "cosession/training/monitored_training_session.h"
 
 namespace asio = boost::asio;
 using namespace cosession;

@@ -6,8 +6,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 
-#include "async/session.h"
-#include "graph/ops.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/ops.h"
 
 namespace asio = boost::asio;
 using namespace cosession;

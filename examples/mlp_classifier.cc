@@ -4,9 +4,9 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
-#include "graph/optimizers.h"
-#include "graph/status.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/optimizers.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

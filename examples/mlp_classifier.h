@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "graph/graph.h"
+#include "cosession/graph/graph.h"
 
 namespace cosession {
 

@@ -20,36 +20,56 @@
 // step (the input pipeline too, at the batch the saved step reached); raise
 // --max_steps to train further.
 //
+// Ctrl-C or SIGTERM stops it cleanly: the step loop ends, every hook's End
+// runs (a final checkpoint), and it exits with 130 or 143; a second Ctrl-C
+// exits at once. A bad flag value exits with 2 and a message naming the
+// flag. The progress bar and the log lines share the terminal through one
+// Console (io/console.h), which redraws the bar below each log line and on
+// resize.
+//
 //   cosession_train [--max_steps=2000] [--hidden_units=128] ...   (--help)
+#include <unistd.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "async/monitored_session.h"
+#include "cosession/async/monitored_session.h"
 #include "examples/mlp_classifier.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "hooks/logging_tensor_hook.h"
-#include "hooks/nan_tensor_hook.h"
-#include "hooks/profiler_hook.h"
-#include "hooks/progress_hook.h"
-#include "pipeline/dataset.h"
-#include "pipeline/dataset_iterator.h"
-#include "training/dataset_hook.h"
-#include "training/monitored_training_session.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/hooks/logging_tensor_hook.h"
+#include "cosession/hooks/nan_tensor_hook.h"
+#include "cosession/hooks/profiler_hook.h"
+#include "cosession/hooks/progress_hook.h"
+#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/training/dataset_hook.h"
+#include "cosession/training/monitored_training_session.h"
+#include "cosession/training/stop_on_signals.h"
+#include "cosession/io/console.h"
 
 ABSL_FLAG(std::string, data, COSESSION_DIGITS_CSV,
           "The digits CSV (plain or gzip): 64 pixel columns, then the label");
@@ -71,6 +91,9 @@ ABSL_FLAG(int64_t, log_every_n_steps, 200,
 ABSL_FLAG(int64_t, save_checkpoint_steps, 500, "Checkpoint this often");
 ABSL_FLAG(int64_t, profile_every_n_steps, 1000,
           "Write a Chrome trace of one step this often");
+ABSL_FLAG(int64_t, max_timelines, 5,
+          "Keep only the newest this many Chrome traces in --checkpoint_dir "
+          "(0 = all)");
 
 namespace asio = boost::asio;
 using namespace cosession;
@@ -78,6 +101,7 @@ using namespace cosession;
 namespace {
 
 constexpr int64_t kDigitsColumns = 65;  // 8x8 pixels + the label
+constexpr int64_t kNumClasses = 10;
 constexpr double kPixelScale = 1.0 / 16.0;
 
 struct Flags {
@@ -92,7 +116,13 @@ struct Flags {
   int64_t log_every_n_steps;
   int64_t save_checkpoint_steps;
   int64_t profile_every_n_steps;
+  int64_t max_timelines;
 };
+
+// A flag's bad value: the program's usage error (exit code 2).
+absl::Status FlagError(absl::string_view flag, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", problem));
+}
 
 absl::StatusOr<Flags> ReadFlags() {
   Flags f;
@@ -101,12 +131,12 @@ absl::StatusOr<Flags> ReadFlags() {
   for (const std::string& units : absl::GetFlag(FLAGS_hidden_units)) {
     int64_t n = 0;
     if (!absl::SimpleAtoi(units, &n) || n < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--hidden_units: '", units, "' is not a positive integer"));
+      return FlagError("hidden_units",
+                       absl::StrCat("'", units, "' is not a positive integer"));
     }
     f.model.hidden_units.push_back(n);
   }
-  f.model.num_classes = 10;
+  f.model.num_classes = kNumClasses;
   f.model.input_scale = kPixelScale;
   f.model.optimizer = absl::GetFlag(FLAGS_optimizer);
   f.model.learning_rate = absl::GetFlag(FLAGS_learning_rate);
@@ -119,11 +149,33 @@ absl::StatusOr<Flags> ReadFlags() {
   f.log_every_n_steps = absl::GetFlag(FLAGS_log_every_n_steps);
   f.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
   f.profile_every_n_steps = absl::GetFlag(FLAGS_profile_every_n_steps);
+  f.max_timelines = absl::GetFlag(FLAGS_max_timelines);
   auto positive = [](int64_t value, const char* flag) -> absl::Status {
     if (value >= 1) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", flag, " must be >= 1, got ", value));
+    return FlagError(flag, absl::StrCat("must be >= 1, got ", value));
   };
+  if (f.model.hidden_units.empty()) {
+    return FlagError("hidden_units", "lists no layer");
+  }
+  if (f.model.optimizer != "adam" && f.model.optimizer != "momentum" &&
+      f.model.optimizer != "sgd") {
+    return FlagError("optimizer",
+                     absl::StrCat("'", f.model.optimizer,
+                                  "' is none of adam, momentum, sgd"));
+  }
+  if (!std::isfinite(f.model.learning_rate) || f.model.learning_rate <= 0) {
+    return FlagError("learning_rate",
+                     absl::StrCat("must be a finite number > 0, got ",
+                                  f.model.learning_rate));
+  }
+  if (f.max_timelines < 0) {
+    return FlagError("max_timelines",
+                     absl::StrCat("must be >= 0, got ", f.max_timelines));
+  }
+  if (::access(f.data.c_str(), R_OK) != 0) {
+    return FlagError("data", absl::StrCat("cannot read '", f.data,
+                                          "': ", std::strerror(errno)));
+  }
   COSESSION_RETURN_IF_ERROR(positive(f.max_steps, "max_steps"));
   COSESSION_RETURN_IF_ERROR(positive(f.batch_size, "batch_size"));
   COSESSION_RETURN_IF_ERROR(positive(f.log_every_n_steps, "log_every_n_steps"));
@@ -132,11 +184,11 @@ absl::StatusOr<Flags> ReadFlags() {
   COSESSION_RETURN_IF_ERROR(
       positive(f.profile_every_n_steps, "profile_every_n_steps"));
   if (!(f.test_fraction > 0 && f.test_fraction < 1)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--test_fraction must be in (0, 1), got ", f.test_fraction));
+    return FlagError("test_fraction",
+                     absl::StrCat("must be in (0, 1), got ", f.test_fraction));
   }
   if (f.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError("--checkpoint_dir must not be empty");
+    return FlagError("checkpoint_dir", "must not be empty");
   }
   return f;
 }
@@ -150,7 +202,11 @@ struct Data {
 };
 
 absl::StatusOr<Data> LoadData(const Flags& f) {
-  CsvDatasetOptions all{.files = {f.data}, .num_columns = kDigitsColumns};
+  // Every row is checked here, the held-out ones too, before training:
+  // a label out of range names its file and line.
+  CsvDatasetOptions all{.files = {f.data},
+                        .num_columns = kDigitsColumns,
+                        .num_classes = kNumClasses};
   COSESSION_ASSIGN_OR_RETURN(auto everything, CsvDataset::Create(all));
   COSESSION_ASSIGN_OR_RETURN(auto rows, everything->Load());
   COSESSION_ASSIGN_OR_RETURN(RowSplit split,
@@ -218,7 +274,8 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   COSESSION_ASSIGN_OR_RETURN(
       auto profiler,
       ProfilerHook::Create({.save_steps = f.profile_every_n_steps,
-                            .output_dir = f.checkpoint_dir}));
+                            .output_dir = f.checkpoint_dir,
+                            .max_timelines = static_cast<int>(f.max_timelines)}));
 
   MonitoredTrainingSessionOptions& options = setup.options;
   options.checkpoint_dir = f.checkpoint_dir;
@@ -234,7 +291,27 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   return setup;
 }
 
-asio::awaitable<absl::Status> Train(Flags f) {
+// Prints a line of the program's own through the Console, so that it lands
+// above the progress bar.
+void Say(const std::string& line) {
+  Console::Stdout().Log(line, Console::kStdout);
+}
+
+// What a signal asks of the running training: the session to stop (set
+// once the session exists; a signal that came before stops it at once).
+struct Interrupt {
+  MonitoredSession* session = nullptr;
+  int signal = 0;
+  void Stop() {
+    if (session == nullptr || signal == 0) return;
+    session->coordinator()
+        .RequestStop(absl::OkStatus(),
+                     absl::StrCat("interrupted by ", strsignal(signal)))
+        .IgnoreError();
+  }
+};
+
+asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
   absl::StatusOr<Setup> built = BuildTraining(f);
   if (!built.ok()) co_return built.status();
   Setup& setup = *built;
@@ -248,19 +325,20 @@ asio::awaitable<absl::Status> Train(Flags f) {
       co_await MonitoredTrainingSession(g, options, asio::use_awaitable);
   if (!created.ok()) co_return created.status();
   MonitoredSession& session = **created;
+  interrupt->session = &session;
+  interrupt->Stop();  // a signal that came while the session was created
   // The input pipeline started at the restored global step (one batch per
   // step), so this is also where a resumed run picks up.
-  std::printf("training on %lld rows, starting at global step %lld\n",
-              static_cast<long long>(data.num_train),
-              static_cast<long long>(input->last_start_batch()));
-  std::fflush(stdout);
+  Say(absl::StrFormat("training on %d rows, starting at global step %d",
+                      data.num_train, input->last_start_batch()));
 
   const auto start = std::chrono::steady_clock::now();
   RunArgs step{.targets = {model.train}};
   absl::Status failure;
   while (!session.ShouldStop()) {
     auto ran = co_await session.Run(step, asio::use_awaitable);
-    if (!ran.ok() && !absl::IsOutOfRange(ran.status())) {
+    if (!ran.ok() && !absl::IsOutOfRange(ran.status()) &&
+        !(absl::IsCancelled(ran.status()) && interrupt->signal != 0)) {
       failure = ran.status();
       break;
     }
@@ -277,20 +355,72 @@ asio::awaitable<absl::Status> Train(Flags f) {
   auto evaluated =
       co_await session.raw_session().Run(evaluate, asio::use_awaitable);
   absl::Status closed = co_await session.Close(asio::use_awaitable);
+  interrupt->session = nullptr;
   if (!failure.ok()) co_return failure;
   if (!closed.ok()) co_return closed;
   if (!evaluated.ok()) co_return evaluated.status();
-  std::printf("stopped at global step %lld after %.2f s (%s)\n",
-              static_cast<long long>((*evaluated)[2].scalar<int64_t>()),
-              seconds, session.stop_reason().c_str());
-  std::printf("test_loss=%.4f\n", (*evaluated)[1].scalar<float>());
-  std::printf("test_accuracy=%.4f\n", (*evaluated)[0].scalar<float>());
-  std::printf(
+  Say(absl::StrFormat("stopped at global step %d after %.2f s (%s)",
+                      (*evaluated)[2].scalar<int64_t>(), seconds,
+                      session.stop_reason()));
+  Say(absl::StrFormat("test_loss=%.4f", (*evaluated)[1].scalar<float>()));
+  Say(absl::StrFormat("test_accuracy=%.4f", (*evaluated)[0].scalar<float>()));
+  Say(absl::StrFormat(
       "checkpoints and Chrome traces (timeline-<step>.json) are in %s; "
-      "TensorBoard event files in %s\n",
-      f.checkpoint_dir.c_str(),
-      (f.summary_dir.empty() ? f.checkpoint_dir : f.summary_dir).c_str());
+      "TensorBoard event files in %s",
+      f.checkpoint_dir,
+      f.summary_dir.empty() ? f.checkpoint_dir : f.summary_dir));
   co_return absl::OkStatus();
+}
+
+// absl's parser exits with 1 on a flag it cannot parse, and names flags
+// it does not know only as a whole; a usage error is exit code 2 here (as
+// for the shell's own commands), with a message naming the flag. So every
+// "--name=value" is parsed first, through the flags' own parsers.
+void ExitOnUnparsableFlags(int argc, char** argv) {
+  auto fail = [](const std::string& message) {
+    std::fprintf(stderr, "cosession_train: %s (see --help)\n",
+                 message.c_str());
+    std::exit(2);
+  };
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      fail(absl::StrCat("unexpected argument '", argv[i], "'"));
+    }
+    const size_t eq = arg.find('=');
+    const std::string name(arg.substr(0, eq));
+    if (absl::StartsWith(name, "help") || name == "version" ||
+        name == "flagfile" || name == "fromenv" || name == "tryfromenv" ||
+        name == "undefok" || name == "only_check_args") {
+      if (eq == absl::string_view::npos && !absl::StartsWith(name, "help") &&
+          name != "version" && name != "only_check_args") {
+        ++i;  // "--flagfile file"
+      }
+      continue;
+    }
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr && absl::StartsWith(name, "no") &&
+        eq == absl::string_view::npos) {
+      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      if (negated != nullptr && negated->IsOfType<bool>()) continue;
+    }
+    if (flag == nullptr) fail(absl::StrCat("unknown flag --", name));
+    std::string value;
+    if (eq != absl::string_view::npos) {
+      value = std::string(arg.substr(eq + 1));
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      fail(absl::StrCat("--", name, " needs a value"));
+    }
+    std::string error;
+    if (!flag->ParseFrom(value, &error)) {
+      fail(absl::StrCat("--", name, "=", value, ": ", error));
+    }
+  }
 }
 
 }  // namespace
@@ -298,25 +428,59 @@ asio::awaitable<absl::Status> Train(Flags f) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains an MLP on the UCI handwritten digits with cosession's "
-      "MonitoredTrainingSession; prints test_accuracy=<value>.");
+      "MonitoredTrainingSession; prints test_accuracy=<value>.\n"
+      "Usage: cosession_train [--flag=value ...]");
+  // --help lists the flags of this file (absl's default looks for files
+  // named after the program, and finds none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "examples/train.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  ExitOnUnparsableFlags(argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<Flags> flags = ReadFlags();
   if (!flags.ok()) {
     std::fprintf(stderr, "cosession_train: %s\n",
-                 flags.status().ToString().c_str());
+                 std::string(flags.status().message()).c_str());
     return 2;
   }
+
   asio::io_context io;
+  // Ctrl-C and SIGTERM: a clean stop, on this event loop; a second one
+  // exits at once.
+  Interrupt interrupt;
+  StopOnSignals signals(io.get_executor(), [&](int signal) {
+    interrupt.signal = signal;
+    Say(absl::StrCat("cosession_train: ", strsignal(signal),
+                     ": stopping after this step (again to quit at once)"));
+    interrupt.Stop();
+  });
+  // A resized terminal gets its progress bar redrawn at the new width.
+  asio::signal_set resized(io, SIGWINCH);
+  std::function<void()> watch_resize = [&] {
+    resized.async_wait([&](boost::system::error_code ec, int) {
+      if (ec) return;
+      Console::Stdout().Redraw();
+      watch_resize();
+    });
+  };
+  watch_resize();
+
   absl::Status result = absl::InternalError("training did not finish");
-  asio::co_spawn(io, Train(*std::move(flags)),
+  asio::co_spawn(io, Train(*std::move(flags), &interrupt),
                  [&](std::exception_ptr e, absl::Status status) {
                    result = e ? absl::InternalError("training threw")
                               : std::move(status);
+                   resized.cancel();
+                   signals.Cancel();
                  });
   io.run();
   if (!result.ok()) {
-    std::fprintf(stderr, "cosession_train: %s\n", result.ToString().c_str());
+    Console::Stdout().Log(absl::StrCat("cosession_train: ", result.ToString()),
+                          Console::kStderr);
     return 1;
   }
-  return 0;
+  return signals.exit_code();
 }

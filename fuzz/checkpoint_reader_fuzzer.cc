@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "absl/strings/string_view.h"
-#include "io/safetensors.h"
+#include "cosession/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto parsed = cosession::ParseSafetensors(

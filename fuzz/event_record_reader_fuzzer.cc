@@ -7,8 +7,8 @@
 #include <string>
 #include <string_view>
 
-#include "io/record_reader.h"
-#include "io/record_writer.h"
+#include "cosession/io/record_reader.h"
+#include "cosession/io/record_writer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);

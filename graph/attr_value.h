@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "graph/dtype.h"
-#include "graph/tensor.h"
-#include "graph/tensor_shape.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/tensor.h"
+#include "cosession/graph/tensor_shape.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "graph/dtype.h"
+#include "cosession/graph/dtype.h"
 
 namespace cosession {
 

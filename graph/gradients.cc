@@ -1,4 +1,4 @@
-#include "graph/gradients.h"
+#include "cosession/graph/gradients.h"
 
 #include <algorithm>
 #include <string>
@@ -7,9 +7,9 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

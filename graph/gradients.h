@@ -42,7 +42,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "graph/graph.h"
+#include "cosession/graph/graph.h"
 
 namespace cosession {
 

@@ -1,10 +1,10 @@
-#include "graph/graph.h"
+#include "cosession/graph/graph.h"
 
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
-#include "graph/op_registry.h"
-#include "graph/status.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 

@@ -28,10 +28,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "graph/attr_value.h"
-#include "graph/dtype.h"
-#include "graph/status.h"  // StatusError, thrown by the builders
-#include "graph/tensor_shape.h"
+#include "cosession/graph/attr_value.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/status.h"  // StatusError, thrown by the builders
+#include "cosession/graph/tensor_shape.h"
 
 namespace cosession {
 

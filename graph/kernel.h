@@ -27,9 +27,9 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
-#include "graph/graph.h"
-#include "graph/resource_manager.h"
-#include "graph/tensor.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/resource_manager.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

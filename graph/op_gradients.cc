@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/gradients.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/gradients.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

@@ -1,4 +1,4 @@
-#include "graph/op_registry.h"
+#include "cosession/graph/op_registry.h"
 
 namespace cosession {
 

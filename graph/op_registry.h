@@ -23,9 +23,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "graph/attr_value.h"
-#include "graph/graph.h"
-#include "graph/kernel.h"
+#include "cosession/graph/attr_value.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/kernel.h"
 
 namespace cosession {
 

@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "graph/graph.h"
-#include "graph/status.h"  // StatusError, thrown by the builders
-#include "graph/tensor.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/status.h"  // StatusError, thrown by the builders
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 namespace ops {

@@ -1,13 +1,13 @@
-#include "graph/optimizers.h"
+#include "cosession/graph/optimizers.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/gradients.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/gradients.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

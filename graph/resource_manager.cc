@@ -1,4 +1,4 @@
-#include "graph/resource_manager.h"
+#include "cosession/graph/resource_manager.h"
 
 #include "absl/strings/str_cat.h"
 

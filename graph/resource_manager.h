@@ -26,8 +26,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 #include <cstdint>
 #include <cstdlib>
@@ -6,8 +6,8 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
-#include "graph/tensor_allocator.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor_allocator.h"
 
 namespace cosession {
 namespace detail {

@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "absl/types/span.h"
-#include "graph/dtype.h"
-#include "graph/tensor_shape.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/tensor_shape.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "graph/tensor_allocator.h"
+#include "cosession/graph/tensor_allocator.h"
 
 #include <bit>
 #include <cstdlib>

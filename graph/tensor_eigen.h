@@ -9,7 +9,7 @@
 
 #include <Eigen/Core>
 
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "graph/tensor_shape.h"
+#include "cosession/graph/tensor_shape.h"
 
 #include <limits>
 

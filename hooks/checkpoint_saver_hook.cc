@@ -1,11 +1,11 @@
-#include "hooks/checkpoint_saver_hook.h"
+#include "cosession/hooks/checkpoint_saver_hook.h"
 
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

@@ -1,9 +1,9 @@
-#include "hooks/early_stopping_hook.h"
+#include "cosession/hooks/early_stopping_hook.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "hooks/detail/hook_util.h"
+#include "cosession/hooks/detail/hook_util.h"
 
 namespace cosession {
 

@@ -38,9 +38,9 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "hooks/log_sink.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/hooks/log_sink.h"
 
 namespace cosession {
 

@@ -1,9 +1,9 @@
-#include "hooks/feed_fn_hook.h"
+#include "cosession/hooks/feed_fn_hook.h"
 
 #include <exception>
 
 #include "absl/strings/str_cat.h"
-#include "async/status_from_exception.h"
+#include "cosession/async/status_from_exception.h"
 
 namespace cosession {
 

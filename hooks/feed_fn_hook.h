@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
+#include "cosession/async/session_run_hook.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "hooks/final_ops_hook.h"
+#include "cosession/hooks/final_ops_hook.h"
 
 #include <boost/asio/use_awaitable.hpp>
 

@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
-#include "hooks/log_sink.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/log_sink.h"
 
 namespace cosession {
 

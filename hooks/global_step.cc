@@ -1,10 +1,10 @@
-#include "hooks/global_step.h"
+#include "cosession/hooks/global_step.h"
 
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 
 namespace cosession {
 

@@ -36,9 +36,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "async/session.h"
-#include "async/session_run_hook.h"
-#include "graph/graph.h"
+#include "cosession/async/session.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/graph/graph.h"
 
 namespace cosession {
 

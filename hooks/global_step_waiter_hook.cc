@@ -1,4 +1,4 @@
-#include "hooks/global_step_waiter_hook.h"
+#include "cosession/hooks/global_step_waiter_hook.h"
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>

@@ -34,9 +34,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "hooks/log_sink.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/hooks/log_sink.h"
 
 namespace cosession {
 

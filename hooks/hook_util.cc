@@ -1,4 +1,4 @@
-#include "hooks/detail/hook_util.h"
+#include "cosession/hooks/detail/hook_util.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,13 +1,12 @@
-#include "hooks/log_sink.h"
+#include "cosession/hooks/log_sink.h"
 
-#include <cstdio>
+#include "cosession/io/console.h"
 
 namespace cosession {
 
 LogSink StderrLogSink() {
   return [](std::string line) {
-    line.push_back('\n');
-    std::fwrite(line.data(), 1, line.size(), stderr);
+    Console::Stdout().Log(line, Console::kStderr);
   };
 }
 

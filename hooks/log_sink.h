@@ -16,8 +16,9 @@ namespace cosession {
 
 using LogSink = std::function<void(std::string line)>;
 
-// Writes "<line>\n" to stderr with one fwrite (lines of concurrent sessions do
-// not interleave within a line).
+// Writes "<line>\n" to stderr through the program's Console
+// (io/console.h): above a progress bar, never through it, and whole (lines
+// of concurrent sessions do not interleave within a line).
 LogSink StderrLogSink();
 
 // `sink` if set, else StderrLogSink().

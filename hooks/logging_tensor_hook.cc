@@ -1,4 +1,4 @@
-#include "hooks/logging_tensor_hook.h"
+#include "cosession/hooks/logging_tensor_hook.h"
 
 #include <boost/asio/use_awaitable.hpp>
 

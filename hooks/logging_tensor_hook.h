@@ -42,10 +42,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/session_run_hook.h"
-#include "hooks/log_sink.h"
-#include "hooks/second_or_step_timer.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/log_sink.h"
+#include "cosession/hooks/second_or_step_timer.h"
 
 namespace cosession {
 

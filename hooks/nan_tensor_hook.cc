@@ -1,4 +1,4 @@
-#include "hooks/nan_tensor_hook.h"
+#include "cosession/hooks/nan_tensor_hook.h"
 
 #include <cmath>
 

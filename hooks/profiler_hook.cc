@@ -1,12 +1,21 @@
-#include "hooks/profiler_hook.h"
+#include "cosession/hooks/profiler_hook.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
+namespace {
+
+constexpr absl::string_view kTimelinePrefix = "timeline-";
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<ProfilerHook>> ProfilerHook::Create(
     ProfilerHookOptions options) {
@@ -16,6 +25,11 @@ absl::StatusOr<std::shared_ptr<ProfilerHook>> ProfilerHook::Create(
   }
   if (options.output_dir.empty()) {
     return absl::InvalidArgumentError("ProfilerHook: output_dir is empty");
+  }
+  if (options.max_timelines < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ProfilerHook: max_timelines must be >= 0, got ",
+                     options.max_timelines));
   }
   Clock& clock = options.clock != nullptr ? *options.clock : SystemClock();
   auto timer =
@@ -29,7 +43,8 @@ absl::StatusOr<std::shared_ptr<ProfilerHook>> ProfilerHook::Create(
 }
 
 std::string ProfilerHook::TimelinePath(int64_t global_step) const {
-  return absl::StrCat(options_.output_dir, "/timeline-", global_step, ".json");
+  return absl::StrCat(options_.output_dir, "/", kTimelinePrefix, global_step,
+                      ".json");
 }
 
 absl::Status ProfilerHook::Begin(Graph& graph) {
@@ -41,6 +56,7 @@ absl::Status ProfilerHook::Begin(Graph& graph) {
         absl::StrCat("ProfilerHook: cannot create '", options_.output_dir,
                      "': ", ec.message()));
   }
+  RemoveStaleTempFiles(options_.output_dir, kTimelinePrefix);
   next_step_.reset();
   return absl::OkStatus();
 }
@@ -56,8 +72,31 @@ absl::Status ProfilerHook::BeforeRunSync(SessionRunContext&,
 absl::Status ProfilerHook::WriteTrace(const SessionRunValues& values,
                                       int64_t global_step) {
   timer_.UpdateLastTriggeredStep(global_step);
-  return WriteChromeTrace(values.run_metadata, TimelinePath(global_step),
-                          options_.trace);
+  COSESSION_RETURN_IF_ERROR(WriteChromeTrace(
+      values.run_metadata, TimelinePath(global_step), options_.trace));
+  if (options_.max_timelines > 0) RemoveOldTimelines();
+  return absl::OkStatus();
+}
+
+void ProfilerHook::RemoveOldTimelines() const {
+  std::vector<std::pair<int64_t, std::filesystem::path>> timelines;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(options_.output_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    absl::string_view step = name;
+    int64_t n;
+    if (absl::ConsumePrefix(&step, kTimelinePrefix) &&
+        absl::ConsumeSuffix(&step, ".json") && absl::SimpleAtoi(step, &n)) {
+      timelines.emplace_back(n, entry.path());
+    }
+  }
+  if (timelines.size() <= static_cast<size_t>(options_.max_timelines)) return;
+  std::sort(timelines.begin(), timelines.end());
+  const size_t doomed = timelines.size() - options_.max_timelines;
+  for (size_t i = 0; i < doomed; ++i) {
+    std::filesystem::remove(timelines[i].second, ec);  // best effort
+  }
 }
 
 absl::Status ProfilerHook::AfterRunSync(SessionRunContext&,

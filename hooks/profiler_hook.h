@@ -19,14 +19,16 @@
 //
 // The trace file is written atomically (temporary file, fsync, rename) in
 // AfterRun, on the step's thread, as TensorFlow does -- one file per
-// trigger, so the cost falls on traced steps only.
+// trigger, so the cost falls on traced steps only. Begin removes the
+// temporary files a killed process left; max_timelines bounds how many
+// traces the directory keeps.
 //
 // The hook suspends (to read the global step) on the first step and on the
 // steps it traces (MaySuspendInNextStep); a time-based trigger that fires
 // on another step names its file by the estimated global step.
 //
 // Errors: Create returns InvalidArgument naming the bad option (no period or
-// both, empty output_dir). Begin fails without a global step, or when
+// both, empty output_dir, a negative max_timelines). Begin fails without a global step, or when
 // output_dir cannot be created. A trace that cannot be written fails that
 // step's AfterRun with the I/O error naming the file.
 // Thread safety: as any hook.
@@ -40,11 +42,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "hooks/second_or_step_timer.h"
-#include "io/chrome_trace.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/hooks/second_or_step_timer.h"
+#include "cosession/io/chrome_trace.h"
 
 namespace cosession {
 
@@ -53,6 +55,9 @@ struct ProfilerHookOptions {
   std::optional<absl::Duration> save_secs{};
   std::string output_dir{};
   ChromeTraceOptions trace{};
+  // Keep only the newest this many timeline-<step>.json files of output_dir
+  // (earlier runs' included); 0 = keep all, as TensorFlow.
+  int max_timelines = 0;
   Clock* clock = nullptr;  // null = SystemClock()
 };
 
@@ -85,6 +90,8 @@ class ProfilerHook : public SyncSessionRunHook {
   }
   // After a traced step: the file for `global_step`, the timer restarted.
   absl::Status WriteTrace(const SessionRunValues& values, int64_t global_step);
+  // Keeps the newest max_timelines traces of output_dir.
+  void RemoveOldTimelines() const;
 
   ProfilerHookOptions options_;
   SecondOrStepTimer timer_;

@@ -1,28 +1,17 @@
-#include "hooks/progress_hook.h"
-
-#include <unistd.h>
+#include "cosession/hooks/progress_hook.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
-#include "hooks/detail/hook_util.h"
+#include "cosession/graph/status.h"
+#include "cosession/hooks/detail/hook_util.h"
 
 namespace cosession {
 namespace {
-
-bool StreamIsTerminal(std::ostream* out) {
-  if (out == &std::cout) return isatty(STDOUT_FILENO) == 1;
-  if (out == &std::cerr || out == &std::clog) {
-    return isatty(STDERR_FILENO) == 1;
-  }
-  return false;
-}
 
 // "17s", "2m05s", "1h02m".
 std::string FormatEta(double seconds) {
@@ -74,23 +63,18 @@ absl::StatusOr<std::shared_ptr<ProgressHook>> ProgressHook::Create(
           "ProgressHook: metrics holds an empty Output");
     }
   }
-  if (options.output == nullptr) options.output = &std::cout;
-  const bool terminal = options.is_terminal.has_value()
-                            ? *options.is_terminal
-                            : StreamIsTerminal(options.output);
   Clock& clock = options.clock ? *options.clock : SystemClock();
   auto timer = SecondOrStepTimer::Create(options.every_n_secs,
                                          options.every_n_steps, clock);
   if (!timer.ok()) return timer.status();
   return std::shared_ptr<ProgressHook>(
-      new ProgressHook(std::move(options), *timer, terminal));
+      new ProgressHook(std::move(options), *timer));
 }
 
-ProgressHook::ProgressHook(ProgressHookOptions options, SecondOrStepTimer timer,
-                           bool terminal)
+ProgressHook::ProgressHook(ProgressHookOptions options, SecondOrStepTimer timer)
     : options_(std::move(options)),
       timer_(timer),
-      terminal_(terminal),
+      console_(options_.console ? options_.console : &Console::Stdout()),
       clock_(options_.clock ? options_.clock : &SystemClock()) {}
 
 absl::Status ProgressHook::Begin(Graph& graph) {
@@ -98,50 +82,61 @@ absl::Status ProgressHook::Begin(Graph& graph) {
   timer_.Reset();
   next_step_.reset();
   first_step_.reset();
+  metric_values_.clear();
   return absl::OkStatus();
 }
 
-boost::asio::awaitable<absl::StatusOr<SessionRunArgs>> ProgressHook::BeforeRun(
-    SessionRunContext&) {
-  fetch_metrics_ = WantsMetrics();
-  SessionRunArgs args;
+absl::Status ProgressHook::BeforeRunSync(SessionRunContext&,
+                                         SessionRunArgs& args) {
   step_.AddFetch(args);
-  if (fetch_metrics_) {
-    args.fetches.insert(args.fetches.end(), options_.metrics.begin(),
-                        options_.metrics.end());
+  args.fetches.insert(args.fetches.end(), options_.metrics.begin(),
+                      options_.metrics.end());
+  return absl::OkStatus();
+}
+
+absl::Status ProgressHook::TakeMetrics(const SessionRunValues& values) {
+  COSESSION_RETURN_IF_ERROR(step_.TakeFetched(values).status());
+  if (values.results.size() != 1 + options_.metrics.size()) {
+    return absl::InternalError(absl::StrCat(
+        "ProgressHook: expected ", 1 + options_.metrics.size(),
+        " results, got ", values.results.size()));
   }
-  co_return args;
+  metric_values_.assign(values.results.begin() + 1, values.results.end());
+  return absl::OkStatus();
+}
+
+void ProgressHook::MaybeDraw(int64_t step) {
+  next_step_ = step + 1;
+  if (!timer_.ShouldTriggerForStep(step)) return;
+  auto elapsed = timer_.UpdateLastTriggeredStep(step);
+  std::optional<double> rate;
+  if (elapsed && elapsed->time > absl::ZeroDuration()) {
+    rate = elapsed->steps / absl::ToDoubleSeconds(elapsed->time);
+  }
+  if (!first_step_) {
+    first_step_ = step;
+    first_time_ = clock_->Now();
+  }
+  console_->SetStatus(Format(step, rate));
+}
+
+absl::Status ProgressHook::AfterRunSync(SessionRunContext&,
+                                        const SessionRunValues& values) {
+  COSESSION_RETURN_IF_ERROR(TakeMetrics(values));
+  // A step that was not to draw draws if a time-based timer fired during
+  // it, at the estimated global step.
+  MaybeDraw(step_.EstimatedAfter());
+  return absl::OkStatus();
 }
 
 boost::asio::awaitable<absl::Status> ProgressHook::AfterRun(
     SessionRunContext& context, const SessionRunValues& values) {
-  absl::Status fetched = step_.TakeFetched(values).status();
-  if (!fetched.ok()) co_return fetched;
-  int64_t step = step_.EstimatedAfter();
-  if (fetch_metrics_) {
-    // The value fetched may or may not include this step's update.
-    absl::StatusOr<int64_t> fresh = co_await step_.Read(context.session());
-    if (!fresh.ok()) co_return fresh.status();
-    step = *fresh;
-    if (timer_.ShouldTriggerForStep(step)) {
-      metric_text_.clear();
-      for (size_t i = 0; i < options_.metrics.size(); ++i) {
-        metric_text_.push_back(
-            FormatMetric(options_.metrics[i], values.results.at(i + 1)));
-      }
-      auto elapsed = timer_.UpdateLastTriggeredStep(step);
-      std::optional<double> rate;
-      if (elapsed && elapsed->time > absl::ZeroDuration()) {
-        rate = elapsed->steps / absl::ToDoubleSeconds(elapsed->time);
-      }
-      if (!first_step_) {
-        first_step_ = step;
-        first_time_ = clock_->Now();
-      }
-      Draw(step, rate, /*final=*/false);
-    }
-  }
-  next_step_ = step + 1;
+  absl::Status taken = TakeMetrics(values);
+  if (!taken.ok()) co_return taken;
+  // The value fetched may or may not include this step's update.
+  absl::StatusOr<int64_t> step = co_await step_.Read(context.session());
+  if (!step.ok()) co_return step.status();
+  MaybeDraw(*step);
   co_return absl::OkStatus();
 }
 
@@ -155,7 +150,7 @@ boost::asio::awaitable<absl::Status> ProgressHook::End(Session& session) {
       rate = (*step - *first_step_) / absl::ToDoubleSeconds(took);
     }
   }
-  Draw(*step, rate, /*final=*/true);
+  console_->FinishStatus(Format(*step, rate));
   co_return absl::OkStatus();
 }
 
@@ -163,15 +158,11 @@ std::string ProgressHook::Format(int64_t step,
                                  std::optional<double> steps_per_sec) const {
   std::vector<std::string> parts;
   const std::optional<int64_t>& last = options_.last_step;
-  if (terminal_ && last && *last > 0) {
-    const double fraction =
-        std::clamp(static_cast<double>(step) / *last, 0.0, 1.0);
-    const int width = options_.bar_width;
-    const int filled = static_cast<int>(fraction * width);
-    std::string bar(width, ' ');
-    std::fill(bar.begin(), bar.begin() + filled, '=');
-    if (filled < width) bar[filled] = '>';
-    parts.push_back(absl::StrFormat("[%s] %d/%d %d%%", bar, step, *last,
+  const bool bar = console_->status_on_terminal() && last && *last > 0;
+  const double fraction =
+      bar ? std::clamp(static_cast<double>(step) / *last, 0.0, 1.0) : 0.0;
+  if (bar) {
+    parts.push_back(absl::StrFormat("%d/%d %d%%", step, *last,
                                     static_cast<int>(fraction * 100)));
   } else if (last) {
     parts.push_back(absl::StrCat("step ", step, "/", *last));
@@ -185,24 +176,21 @@ std::string ProgressHook::Format(int64_t step,
           absl::StrCat("eta ", FormatEta((*last - step) / *steps_per_sec)));
     }
   }
+  for (size_t i = 0; i < metric_values_.size(); ++i) {
+    parts.push_back(FormatMetric(options_.metrics[i], metric_values_[i]));
+  }
   std::string text = absl::StrJoin(parts, ", ");
-  if (!metric_text_.empty()) {
-    absl::StrAppend(&text, ", ", absl::StrJoin(metric_text_, ", "));
-  }
-  return text;
-}
-
-void ProgressHook::Draw(int64_t step, std::optional<double> steps_per_sec,
-                        bool final) {
-  std::ostream& out = *options_.output;
-  const std::string text = Format(step, steps_per_sec);
-  if (terminal_) {
-    out << '\r' << text << "\x1b[K";
-    if (final) out << '\n';
-  } else {
-    out << text << '\n';
-  }
-  out.flush();
+  if (!bar) return text;
+  // "[" bar "] " text, the bar as wide as the terminal leaves room for,
+  // between 5 and bar_width; the Console cuts what still does not fit.
+  constexpr int kNarrowestBar = 5;
+  const int room = console_->StatusWidth() - static_cast<int>(text.size()) - 3;
+  const int width = std::clamp(room, kNarrowestBar, options_.bar_width);
+  const int filled = static_cast<int>(fraction * width);
+  std::string drawn(width, ' ');
+  std::fill(drawn.begin(), drawn.begin() + filled, '=');
+  if (filled < width) drawn[filled] = '>';
+  return absl::StrCat("[", drawn, "] ", text);
 }
 
 }  // namespace cosession

@@ -1,4 +1,4 @@
-#include "hooks/second_or_step_timer.h"
+#include "cosession/hooks/second_or_step_timer.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
+#include "cosession/async/clock.h"
 
 namespace cosession {
 

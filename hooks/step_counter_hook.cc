@@ -1,11 +1,11 @@
-#include "hooks/step_counter_hook.h"
+#include "cosession/hooks/step_counter_hook.h"
 
 #include <boost/asio/use_awaitable.hpp>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "graph/status.h"
+#include "cosession/graph/status.h"
+#include "cosession/hooks/log_sink.h"
 
 namespace cosession {
 
@@ -36,7 +36,7 @@ void StepCounterHook::Log(const std::string& line) const {
   if (options_.log) {
     options_.log(line);
   } else {
-    std::cerr << line << '\n';
+    StderrLogSink()(line);
   }
 }
 

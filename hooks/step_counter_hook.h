@@ -39,11 +39,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "hooks/second_or_step_timer.h"
-#include "io/summary_writer.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/hooks/second_or_step_timer.h"
+#include "cosession/io/summary_writer.h"
 
 namespace cosession {
 
@@ -59,7 +59,7 @@ struct StepCounterHookOptions {
   // Global steps one run advances (TensorFlow's steps_per_run).
   int64_t steps_per_run = 1;
   // Receives each log line ("global_step/sec: 12.5", warnings); null =
-  // standard error.
+  // StderrLogSink() (standard error, above a progress bar).
   std::function<void(const std::string&)> log{};
   Clock* clock = nullptr;  // null = SystemClock()
 };

@@ -1,7 +1,7 @@
-#include "hooks/stop_at_step_hook.h"
+#include "cosession/hooks/stop_at_step_hook.h"
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 

@@ -39,8 +39,8 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
 
 namespace cosession {
 

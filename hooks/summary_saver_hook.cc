@@ -1,10 +1,10 @@
-#include "hooks/summary_saver_hook.h"
+#include "cosession/hooks/summary_saver_hook.h"
 
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

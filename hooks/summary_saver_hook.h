@@ -47,11 +47,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "hooks/second_or_step_timer.h"
-#include "io/summary_writer.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/hooks/second_or_step_timer.h"
+#include "cosession/io/summary_writer.h"
 
 namespace cosession {
 

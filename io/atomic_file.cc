@@ -1,4 +1,4 @@
-#include "io/atomic_file.h"
+#include "cosession/io/atomic_file.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "io/chrome_trace.h"
+#include "cosession/io/chrome_trace.h"
 
 #include <fcntl.h>
 #include <unistd.h>

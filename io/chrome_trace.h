@@ -27,7 +27,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "async/run_args.h"
+#include "cosession/async/run_args.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "io/csv_reader.h"
+#include "cosession/io/csv_reader.h"
 
 #include <fcntl.h>
 #include <unistd.h>

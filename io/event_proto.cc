@@ -1,4 +1,4 @@
-#include "io/event_proto.h"
+#include "cosession/io/event_proto.h"
 
 #include <algorithm>
 #include <bit>

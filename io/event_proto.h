@@ -36,7 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

@@ -1,11 +1,11 @@
-#include "io/record_reader.h"
+#include "cosession/io/record_reader.h"
 
 #include <fstream>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "io/crc32c.h"
-#include "io/record_writer.h"
+#include "cosession/io/crc32c.h"
+#include "cosession/io/record_writer.h"
 
 namespace cosession {
 namespace {

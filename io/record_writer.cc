@@ -1,6 +1,6 @@
-#include "io/record_writer.h"
+#include "cosession/io/record_writer.h"
 
-#include "io/crc32c.h"
+#include "cosession/io/crc32c.h"
 
 namespace cosession {
 namespace {

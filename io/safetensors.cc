@@ -1,4 +1,4 @@
-#include "io/safetensors.h"
+#include "cosession/io/safetensors.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,8 +10,8 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "io/atomic_file.h"
-#include "io/crc32c.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/io/crc32c.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>

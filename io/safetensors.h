@@ -42,7 +42,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 

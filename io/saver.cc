@@ -1,4 +1,4 @@
-#include "io/saver.h"
+#include "cosession/io/saver.h"
 
 #include <sys/stat.h>
 
@@ -21,10 +21,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "async/completion.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "io/atomic_file.h"
+#include "cosession/async/completion.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/io/console.h"
 
 namespace cosession {
 namespace {
@@ -38,8 +39,33 @@ constexpr absl::string_view kRestoreValuePrefix = "save/restore/";
 constexpr absl::string_view kAssignPrefix = "save/assign/";
 
 void Warn(const std::string& message) {
-  std::fprintf(stderr, "cosession: WARNING: %s\n", message.c_str());
-  std::fflush(stderr);
+  Console::Stdout().Log(absl::StrCat("cosession: WARNING: ", message),
+                        Console::kStderr);
+}
+
+// The checkpoints "<prefix>-<step>.safetensors" of `dir`, newest (highest
+// step) first, as names without the suffix ("model.ckpt-20").
+std::vector<std::string> ScanCheckpoints(const std::string& dir,
+                                         const std::string& prefix) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    std::string name = entry.path().filename().string();
+    absl::string_view rest = name;
+    if (!absl::ConsumePrefix(&rest, prefix) || !absl::ConsumePrefix(&rest, "-") ||
+        !absl::ConsumeSuffix(&rest, kFileSuffix)) {
+      continue;
+    }
+    int64_t step;
+    if (rest.empty() || !absl::SimpleAtoi(rest, &step)) continue;
+    name.resize(name.size() - kFileSuffix.size());
+    found.emplace_back(step, std::move(name));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<std::string> names;
+  for (auto& [step, name] : found) names.push_back(std::move(name));
+  return names;
 }
 
 double UnixSecondsOf(absl::Time t) {
@@ -515,10 +541,19 @@ void Saver::AdoptDirectory(const std::string& dir) {
   next_preserve_time_ = now + options_.keep_checkpoint_every_n_hours;
   absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
   if (!state.ok()) {
-    if (!absl::IsNotFound(state.status())) {
-      Warn(absl::StrCat("ignoring the unreadable checkpoint state of '", dir,
-                        "' (", state.status().ToString(),
-                        "); a new one replaces it"));
+    // Without a state file, the checkpoints found in the directory (oldest
+    // first) are the list retention continues from.
+    std::vector<std::string> found =
+        ScanCheckpoints(dir, options_.filename_prefix);
+    if (!absl::IsNotFound(state.status()) || !found.empty()) {
+      Warn(absl::StrCat("the checkpoint state of '", dir, "' is ",
+                        absl::IsNotFound(state.status()) ? "missing"
+                                                         : "unreadable",
+                        " (", state.status().ToString(), "); a new one lists ",
+                        found.size(), " checkpoint(s) found there"));
+    }
+    for (auto it = found.rbegin(); it != found.rend(); ++it) {
+      retained_.push_back({*it, now});
     }
     return;
   }
@@ -578,11 +613,18 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
     }
   }
   const std::string name = absl::StrCat(options_.filename_prefix, "-", step);
-  if (absl::Status s = WriteFileAtomically(
-          JoinPath(dir, absl::StrCat(name, kFileSuffix)), pieces);
-      !s.ok()) {
+  const std::string path = JoinPath(dir, absl::StrCat(name, kFileSuffix));
+  // Rewriting the checkpoint this run restored from (its step saved again
+  // at session creation) or wrote itself is routine; replacing another is
+  // said out loud.
+  if (name != restored_name_ && !written_.contains(name) && FileExists(path)) {
+    Warn(absl::StrCat("replacing '", path,
+                      "', a checkpoint this run did not write"));
+  }
+  if (absl::Status s = WriteFileAtomically(path, pieces); !s.ok()) {
     return s;
   }
+  written_.insert(name);
 
   // Retention, as TF's Saver: the newest last; the oldest beyond
   // max_to_keep leave the list, and are deleted unless preserved.
@@ -684,15 +726,27 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     (void)co_await save->Wait();
   }
   absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
-  if (!state.ok()) co_return state.status();
-  // Newest first: the model path, then the list from its end.
-  std::vector<std::string> candidates{state->model_checkpoint_path};
-  for (auto it = state->all_model_checkpoint_paths.rbegin();
-       it != state->all_model_checkpoint_paths.rend(); ++it) {
-    if (std::find(candidates.begin(), candidates.end(), *it) ==
-        candidates.end()) {
-      candidates.push_back(*it);
+  std::vector<std::string> candidates;
+  if (state.ok()) {
+    // Newest first: the model path, then the list from its end.
+    candidates.push_back(state->model_checkpoint_path);
+    for (auto it = state->all_model_checkpoint_paths.rbegin();
+         it != state->all_model_checkpoint_paths.rend(); ++it) {
+      if (std::find(candidates.begin(), candidates.end(), *it) ==
+          candidates.end()) {
+        candidates.push_back(*it);
+      }
     }
+  } else {
+    // A deleted or truncated state file: the checkpoints of the directory
+    // itself, newest first.
+    candidates = ScanCheckpoints(dir, options_.filename_prefix);
+    if (candidates.empty()) co_return state.status();
+    Warn(absl::StrCat("the checkpoint state of '", dir, "' is ",
+                      absl::IsNotFound(state.status()) ? "missing"
+                                                       : "unreadable",
+                      " (", state.status().ToString(),
+                      "); restoring the newest checkpoint found there"));
   }
   std::vector<std::string> failures;
   for (const std::string& candidate : candidates) {
@@ -716,6 +770,10 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
       Warn(absl::StrCat("restored the older checkpoint '", prefix,
                         "' because newer ones of '", dir, "' are unusable"));
     }
+    {
+      std::lock_guard lock(write_mu_);
+      restored_name_ = std::filesystem::path(prefix).filename().string();
+    }
     co_return prefix;
   }
   co_return absl::DataLossError(
@@ -729,7 +787,10 @@ asio::awaitable<absl::StatusOr<bool>> Saver::RestoreLatestIfAny(
     (void)co_await save->Wait();
   }
   absl::StatusOr<CheckpointState> state = ReadCheckpointState(dir);
-  if (absl::IsNotFound(state.status())) co_return false;
+  if (absl::IsNotFound(state.status()) &&
+      ScanCheckpoints(dir, options_.filename_prefix).empty()) {
+    co_return false;
+  }
   absl::StatusOr<std::string> restored =
       co_await RestoreLatest(session, std::move(dir));
   if (!restored.ok()) co_return restored.status();

@@ -32,7 +32,10 @@
 // saved keep_checkpoint_every_n_hours after the last one preserved that way
 // (preserved files leave the list but stay on disk). A Saver that first
 // writes to a directory adopts the list of the state file already there, so
-// retention carries over a restart.
+// retention carries over a restart -- or, when the state file is missing or
+// unreadable, the checkpoints it finds in the directory (with a warning).
+// A save that would replace an existing checkpoint file this Saver neither
+// wrote nor restored from (one of another run) warns before it does.
 //
 // Restore validates everything: a corrupt file is DataLoss naming it; a
 // variable absent from the file is NotFound naming both; a dtype or shape
@@ -42,7 +45,9 @@
 // Create), only after every check passed. RestoreLatest falls back to older
 // checkpoints of the state file when the newest is corrupt or missing
 // (printing a warning on stderr that names both), and is DataLoss only when
-// none loads.
+// none loads. Without a usable state file (deleted, truncated) it restores
+// the newest loadable "<prefix>-<step>.safetensors" of the directory, with a
+// warning.
 //
 // Saving without stalling training: StartSave takes a snapshot (Tensors are
 // immutable once shared, so values fetched in a step stay as they were) and
@@ -69,16 +74,17 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/checkpoint_restorer.h"
-#include "async/clock.h"
-#include "async/runtime.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
-#include "io/safetensors.h"
+#include "cosession/async/checkpoint_restorer.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/runtime.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
+#include "cosession/io/safetensors.h"
 
 namespace cosession {
 
@@ -253,6 +259,10 @@ class Saver : public CheckpointRestorer,
   std::vector<Retained> retained_ ABSL_GUARDED_BY(write_mu_);
   absl::Time next_preserve_time_ ABSL_GUARDED_BY(write_mu_);
   std::optional<absl::Time> last_preserved_ ABSL_GUARDED_BY(write_mu_);
+  // What this Saver restored from and has written ("model.ckpt-20"): the
+  // files it may replace without a warning.
+  std::string restored_name_ ABSL_GUARDED_BY(write_mu_);
+  absl::flat_hash_set<std::string> written_ ABSL_GUARDED_BY(write_mu_);
 };
 
 // A Scaffold::restore function (async/monitored_session.h): waits for any

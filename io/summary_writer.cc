@@ -1,4 +1,4 @@
-#include "io/summary_writer.h"
+#include "cosession/io/summary_writer.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "io/record_writer.h"
+#include "cosession/io/record_writer.h"
 
 namespace cosession {
 namespace {

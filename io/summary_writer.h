@@ -51,10 +51,10 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/completion.h"
-#include "graph/tensor.h"
-#include "io/event_proto.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/completion.h"
+#include "cosession/graph/tensor.h"
+#include "cosession/io/event_proto.h"
 
 namespace cosession {
 

@@ -1,4 +1,4 @@
-#include "pipeline/dataset.h"
+#include "cosession/pipeline/dataset.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "io/csv_reader.h"
+#include "cosession/io/csv_reader.h"
 
 namespace cosession {
 namespace {
@@ -98,6 +98,10 @@ absl::StatusOr<std::shared_ptr<const CsvDataset>> CsvDataset::Create(
                        absl::StrCat("must be int32 or int64, got ",
                                     DTypeName(options.label_dtype)));
   }
+  if (options.num_classes.has_value() && *options.num_classes < 1) {
+    return OptionError("num_classes",
+                       absl::StrCat("must be >= 1, got ", *options.num_classes));
+  }
   if (options.keep_rows.has_value()) {
     absl::flat_hash_set<int64_t> seen;
     for (int64_t row : *options.keep_rows) {
@@ -152,14 +156,22 @@ absl::StatusOr<std::shared_ptr<const DatasetRows>> CsvDataset::Load() const {
                            .skip_lines = options_.skip_lines});
     if (!table.ok()) return table.status();
     for (int64_t r = 0; r < table->num_rows(); ++r, ++row_index) {
+      absl::Span<const double> row = table->row(r);
+      const double label = row[label_column];
+      if (options_.num_classes.has_value() &&
+          !(label >= 0 && label < static_cast<double>(*options_.num_classes) &&
+            std::floor(label) == label)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            file, ":", table->lines[r], ": column ", label_column + 1,
+            ": label ", label, " is out of range [0, ", *options_.num_classes,
+            ") (num_classes)"));
+      }
       if (keep != nullptr) {
         if (next_kept >= keep->size() || (*keep)[next_kept] != row_index) {
           continue;
         }
         ++next_kept;
       }
-      absl::Span<const double> row = table->row(r);
-      const double label = row[label_column];
       if (std::floor(label) != label || label < min_label ||
           label > max_label) {
         return absl::InvalidArgumentError(absl::StrCat(

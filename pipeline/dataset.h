@@ -35,7 +35,8 @@
 // on a pool thread by the pipeline) returns the reader's errors (see
 // io/csv_reader.h: NotFound, DataLoss, InvalidArgument with file and
 // line), InvalidArgument "<file>:<line>: column K: label '3.5' is not an
-// integer" (or out of the label dtype's range), and InvalidArgument when a
+// integer" (or out of the label dtype's range), "<file>:<line>: column K:
+// label 15 is out of range [0, 10) (num_classes)", and InvalidArgument when a
 // keep_rows index is past the last row.
 //
 // Thread safety: a CsvDataset is immutable and may be shared by any number
@@ -51,8 +52,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "graph/dtype.h"
-#include "graph/tensor.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession {
 
@@ -71,6 +72,10 @@ struct CsvDatasetOptions {
   DType feature_dtype = DType::kFloat;
   // kInt32 or kInt64; the label column must hold integers in its range.
   DType label_dtype = DType::kInt32;
+  // When set, every label must be in [0, num_classes) (class indices); Load
+  // checks every row of the files, kept or not, so that a bad row anywhere
+  // (a held-out one too) is found before training starts.
+  std::optional<int64_t> num_classes{};
   // 0-based indices (across files) of the rows to keep; unset = all rows.
   // No negative index, no index twice.
   std::optional<std::vector<int64_t>> keep_rows{};

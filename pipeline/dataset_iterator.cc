@@ -1,4 +1,4 @@
-#include "pipeline/dataset_iterator.h"
+#include "cosession/pipeline/dataset_iterator.h"
 
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
@@ -15,10 +15,10 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
-#include "async/async_kernel.h"
-#include "async/completion.h"
-#include "graph/op_registry.h"
-#include "graph/status.h"
+#include "cosession/async/async_kernel.h"
+#include "cosession/async/completion.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

@@ -57,10 +57,10 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "async/coordinator.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "pipeline/dataset.h"
+#include "cosession/async/coordinator.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/pipeline/dataset.h"
 
 namespace cosession {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks the library's layering that the build alone cannot see:
 #   * a layer's files include only its own headers and those of the layers
-#     below it (the build enforces this for files it compiles; this also
+#     below it, as "cosession/<layer>/..." (the build enforces this for files it compiles; this also
 #     covers headers that no file of their layer includes);
 #   * graph/ includes no Boost (Asio lives in async/ and above; Boost's
 #     headers sit on the system include path, so the build cannot stop it);
@@ -26,8 +26,8 @@ for layer in "${!below[@]}"; do
   while IFS= read -r hit; do
     echo "layering: $hit (a $layer/ file may include only: ${below[$layer]})"
     failed=1
-  done < <(git grep -n -E '#include "(graph|async|io|pipeline|hooks|training|serving|examples|tests|bench)/' \
-             -- "$layer/*.h" "$layer/*.cc" | grep -v -E "#include \"($allowed)/" || true)
+  done < <(git grep -n -E '#include "(cosession/)?(graph|async|io|pipeline|hooks|training|serving|examples|tests|bench)/' \
+             -- "$layer/*.h" "$layer/*.cc" | grep -v -E "#include \"cosession/($allowed)/" || true)
 done
 while IFS= read -r hit; do
   echo "layering: $hit (graph/ includes no Boost)"
@@ -36,5 +36,5 @@ done < <(git grep -n -E '#include [<"]boost/' -- 'graph/*.h' 'graph/*.cc' || tru
 while IFS= read -r hit; do
   echo "layering: $hit (async/detail/ is internal to async/)"
   failed=1
-done < <(git grep -n '#include "async/detail/' -- '*.h' '*.cc' ':!async/' || true)
+done < <(git grep -n -E '#include "(cosession/)?async/detail/' -- '*.h' '*.cc' ':!async/' || true)
 exit $failed

@@ -40,7 +40,7 @@ for config in "${configs[@]}"; do
   esac
   start=$SECONDS
   if [ "$config" = fuzz ]; then
-    cmake --build build/fuzz --target fuzzers  # only the fuzzed readers
+    cmake --build build/fuzz --target cosession_fuzzers  # only the fuzzed readers
   else
     cmake --build "build/$config"
   fi
@@ -66,9 +66,9 @@ for config in "${configs[@]}"; do
   if [ "$config" = release ]; then
     # The benchmarks must at least run; timings come from a quiet machine.
     ./build/release/bench/cosession_bench --benchmark_min_time=0.001 >/dev/null
-    ./build/release/examples/hello >/dev/null
+    ./build/release/examples/cosession_hello >/dev/null
     fit_dir=$(mktemp -d)
-    ./build/release/examples/fit_line "$fit_dir" 200 >/dev/null 2>&1
+    ./build/release/examples/cosession_fit_line "$fit_dir" 200 >/dev/null 2>&1
     rm -rf "$fit_dir"
     # The Quick start's program: trains to >= 0.95 held-out accuracy on its
     # defaults, and a second run resumes from the saved step.
@@ -88,6 +88,23 @@ for config in "${configs[@]}"; do
       exit 1
     fi
     rm -rf "$train_dir"
+    # The library as another project uses it (tests/consumer): installed
+    # and found with find_package, then as a subdirectory of its sources
+    # (built at -O0: only whether it builds and runs matters here).
+    rm -rf build/release/install
+    cmake --install build/release --prefix build/release/install >/dev/null
+    cmake -S tests/consumer -B build/consumer-package -G Ninja \
+      -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$PWD/build/release/install" >/dev/null
+    cmake --build build/consumer-package
+    ./build/consumer-package/consumer
+    cmake -S tests/consumer -B build/consumer-subdir -G Ninja \
+      -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-O0 \
+      -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+      -DCOSESSION_CONSUMER_VIA=subdirectory -DCOSESSION_SOURCE_DIR="$PWD" \
+      >/dev/null
+    cmake --build build/consumer-subdir
+    ./build/consumer-subdir/consumer
   fi
   # One process runs every suite (ctest, which starts one process per test,
   # spends minutes on start-ups under the sanitizers); each concurrent test

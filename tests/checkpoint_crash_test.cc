@@ -31,9 +31,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
-#include "io/safetensors.h"
-#include "io/saver.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/safetensors.h"
+#include "cosession/io/saver.h"
 
 extern char** environ;
 

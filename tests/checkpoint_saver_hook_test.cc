@@ -2,7 +2,7 @@
 // (basic_session_run_hooks_test.py's CheckpointSaverHookTest, ported to a
 // MonitoredSession, which always calls AfterCreateSession), stop requests
 // from AfterSave, and resuming from a checkpoint.
-#include "hooks/checkpoint_saver_hook.h"
+#include "cosession/hooks/checkpoint_saver_hook.h"
 
 #include <gtest/gtest.h>
 
@@ -15,10 +15,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "async/monitored_session.h"
-#include "graph/ops.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/io/safetensors.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"

@@ -1,6 +1,6 @@
 // Chrome trace JSON from run metadata: the fields Perfetto and
 // chrome://tracing need, and the atomic write.
-#include "io/chrome_trace.h"
+#include "cosession/io/chrome_trace.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The Coordinator: stop requests and the first error, waits for stop, stop
 // callbacks, coordinated tasks and threads, and Join with a grace period.
-#include "async/coordinator.h"
+#include "cosession/async/coordinator.h"
 
 #include <gtest/gtest.h>
 

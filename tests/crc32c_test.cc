@@ -1,4 +1,4 @@
-#include "io/crc32c.h"
+#include "cosession/io/crc32c.h"
 
 #include <gtest/gtest.h>
 

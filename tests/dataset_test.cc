@@ -3,7 +3,7 @@
 // resuming at a batch), and the IteratorGetNext op through a plain Session
 // and a MonitoredSession, including stops while the producer or GetNext
 // waits.
-#include "pipeline/dataset.h"
+#include "cosession/pipeline/dataset.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -22,18 +22,18 @@
 #include <string>
 #include <vector>
 
-#include "async/coordinator.h"
-#include "async/monitored_session.h"
-#include "async/session.h"
-#include "graph/ops.h"
-#include "io/csv_reader.h"
-#include "pipeline/dataset_iterator.h"
+#include "cosession/async/coordinator.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/csv_reader.h"
+#include "cosession/pipeline/dataset_iterator.h"
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
-#include "training/dataset_hook.h"
+#include "cosession/training/dataset_hook.h"
 
 namespace cosession::dataset_test {
 namespace {

@@ -1,6 +1,6 @@
 // EarlyStoppingHook: evaluations, improvement rules (mode, min_delta,
 // patience, every_n_steps), the stop reason, and the error paths.
-#include "hooks/early_stopping_hook.h"
+#include "cosession/hooks/early_stopping_hook.h"
 
 #include <gtest/gtest.h>
 

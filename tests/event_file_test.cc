@@ -13,11 +13,11 @@
 #include <regex>
 #include <thread>
 
-#include "io/crc32c.h"
-#include "io/event_proto.h"
-#include "io/record_reader.h"
-#include "io/record_writer.h"
-#include "io/summary_writer.h"
+#include "cosession/io/crc32c.h"
+#include "cosession/io/event_proto.h"
+#include "cosession/io/record_reader.h"
+#include "cosession/io/record_writer.h"
+#include "cosession/io/summary_writer.h"
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 

@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "async/monitored_session.h"
-#include "graph/ops.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/graph/ops.h"
 #include "tests/test_util.h"
 
 namespace cosession::testing {

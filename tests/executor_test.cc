@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "async/session.h"
-#include "graph/ops.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/ops.h"
 #include "tests/co_test.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"

@@ -1,6 +1,6 @@
 // FeedFnHook: TensorFlow's FeedFnHookTest (feeding a placeholder) and the
 // error paths, under a MonitoredSession.
-#include "hooks/feed_fn_hook.h"
+#include "cosession/hooks/feed_fn_hook.h"
 
 #include <gtest/gtest.h>
 

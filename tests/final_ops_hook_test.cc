@@ -1,6 +1,6 @@
 // FinalOpsHook: TensorFlow's FinalOpsHookTest cases (scalar, tensor, with
 // feeds, OutOfRange) under a MonitoredSession.
-#include "hooks/final_ops_hook.h"
+#include "cosession/hooks/final_ops_hook.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // steps instead of sleeps, and the cancellation paths. Tests whose wait must
 // end by cancellation use a one-hour poll interval: only a prompt
 // cancellation lets them finish within CO_TEST's bound.
-#include "hooks/global_step_waiter_hook.h"
+#include "cosession/hooks/global_step_waiter_hook.h"
 
 #include <gtest/gtest.h>
 

@@ -6,7 +6,7 @@
 // as grad_ys) is compared with (f(x + eps) - f(x - eps)) / (2 eps) for every
 // input element. The graph tests check what Gradients() builds (pruning, no
 // needless reductions), the error tests what it refuses.
-#include "graph/gradients.h"
+#include "cosession/graph/gradients.h"
 
 #include <gtest/gtest.h>
 
@@ -24,14 +24,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/kernel.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/resource_manager.h"
-#include "graph/status.h"
-#include "graph/tensor.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/kernel.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/resource_manager.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor.h"
 #include "tests/test_util.h"
 
 namespace cosession::gradients_test {

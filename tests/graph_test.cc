@@ -1,7 +1,7 @@
 // Tests of Graph building: naming, lookup by name, finalization, build-time
 // checks, shape inference, control edges, variables and their collections,
 // the global step, node attrs, the op registry, and the graph seed.
-#include "graph/graph.h"
+#include "cosession/graph/graph.h"
 
 #include <gtest/gtest.h>
 
@@ -11,10 +11,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "graph/tensor.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor.h"
 #include "tests/test_util.h"
 
 namespace cosession::graph_test {

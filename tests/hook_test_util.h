@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "async/monitored_session.h"
-#include "graph/ops.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/graph/ops.h"
 #include "tests/test_util.h"
 
 namespace cosession::testing {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "io/crc32c.h"
+#include "cosession/io/crc32c.h"
 
 namespace cosession::testing {
 

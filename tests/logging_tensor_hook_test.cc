@@ -1,7 +1,7 @@
 // LoggingTensorHook: TensorFlow's LoggingTensorHookTest cases (first step,
 // every N local iterations, every N seconds, at end, formatter) under a
 // MonitoredSession, with a captured sink and a ManualClock.
-#include "hooks/logging_tensor_hook.h"
+#include "cosession/hooks/logging_tensor_hook.h"
 
 #include <gtest/gtest.h>
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "async/monitored_session.h"
-#include "graph/ops.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/graph/ops.h"
 #include "tests/co_test.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"

@@ -33,7 +33,7 @@
 //   12 RunStepFnGivesRawSessionHooksAndStop,
 //      CancellingRunStepFnStopsItsWaitAndRequestsStop
 //   13 tests/monitored_training_session_test.cc
-#include "async/monitored_session.h"
+#include "cosession/async/monitored_session.h"
 
 #include <gtest/gtest.h>
 
@@ -54,9 +54,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 #include "tests/co_test.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"

@@ -1,7 +1,7 @@
 // MonitoredTrainingSession: TF's default hooks, their order (docs/design.md
 // semantics point 13), its defaults, the worker set-up, and a run that stops
 // at max_steps and resumes from its checkpoint.
-#include "training/monitored_training_session.h"
+#include "cosession/training/monitored_training_session.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -11,12 +11,12 @@
 #include <memory>
 #include <string>
 
-#include "graph/ops.h"
-#include "hooks/checkpoint_saver_hook.h"
-#include "hooks/step_counter_hook.h"
-#include "hooks/stop_at_step_hook.h"
-#include "hooks/summary_saver_hook.h"
-#include "io/saver.h"
+#include "cosession/graph/ops.h"
+#include "cosession/hooks/checkpoint_saver_hook.h"
+#include "cosession/hooks/step_counter_hook.h"
+#include "cosession/hooks/stop_at_step_hook.h"
+#include "cosession/hooks/summary_saver_hook.h"
+#include "cosession/io/saver.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"

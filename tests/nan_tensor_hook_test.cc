@@ -1,6 +1,6 @@
 // NanTensorHook: TensorFlow's NanTensorHookTest cases (fail, stop, no NaN)
 // under a MonitoredSession.
-#include "hooks/nan_tensor_hook.h"
+#include "cosession/hooks/nan_tensor_hook.h"
 
 #include <gtest/gtest.h>
 

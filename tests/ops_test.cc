@@ -2,7 +2,7 @@
 // (checked against hand-computed results), broadcasting, dtypes, empty
 // tensors, build-time shape and dtype checks, run-time errors, seeding of the
 // random ops and the cost estimates the executor schedules by.
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 
 #include <gtest/gtest.h>
 
@@ -18,13 +18,13 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/kernel.h"
-#include "graph/op_registry.h"
-#include "graph/resource_manager.h"
-#include "graph/status.h"
-#include "graph/tensor.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/kernel.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/resource_manager.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor.h"
 #include "tests/test_util.h"
 
 namespace cosession::ops_test {

@@ -2,7 +2,7 @@
 // precision over several steps (fed gradients), slots as checkpointed
 // variables with TensorFlow's names, the global-step increment, Minimize on
 // a quadratic whose minimum is known, and the errors.
-#include "graph/optimizers.h"
+#include "cosession/graph/optimizers.h"
 
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/ops.h"
-#include "graph/tensor.h"
-#include "io/saver.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/tensor.h"
+#include "cosession/io/saver.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"

@@ -1,7 +1,7 @@
 // ProfilerHook: TensorFlow's ProfilerHookTest cases (nothing on the first
 // step, save_steps and save_secs periods with a ManualClock) and the trace
 // file's contents.
-#include "hooks/profiler_hook.h"
+#include "cosession/hooks/profiler_hook.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,14 @@
-// ProgressHook: plain lines and the in-place bar (the terminal decision
-// injected), steps/s and ETA from a ManualClock, metrics fetched only when
-// drawing, End's final line, and bad options.
-#include "hooks/progress_hook.h"
+// ProgressHook: plain lines and the in-place bar (through a Console whose
+// terminal is injected), steps/s and ETA from a ManualClock, a bar that fits
+// the terminal's width, End's final line with the last step's metrics, and
+// bad options.
+#include "cosession/hooks/progress_hook.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
-#include <sstream>
+#include <string>
 
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
@@ -24,6 +25,23 @@ using testing::StepGraph;
 struct LossGraph : StepGraph {
   LossGraph() { loss = ops::Const(g, 0.1234f, "loss"); }
   Output loss;
+};
+
+// A Console whose output is kept: `out` for stdout, `err` for stderr.
+struct CapturedConsole {
+  explicit CapturedConsole(bool terminal, int width = 200)
+      : console(Console::Options{
+            .writer =
+                [this](Console::Stream stream, absl::string_view bytes) {
+                  (stream == Console::kStdout ? out : err).append(bytes);
+                },
+            .status_on_terminal = terminal,
+            .stdout_on_terminal = terminal,
+            .stderr_on_terminal = terminal,
+            .width = [width] { return width; }}) {}
+  std::string out;
+  std::string err;
+  Console console;
 };
 
 std::shared_ptr<ProgressHook> MakeHook(ProgressHookOptions options) {
@@ -67,17 +85,17 @@ TEST(ProgressHook, CreateRejectsBadOptionsNamingEach) {
   }
 }
 
-TEST(ProgressHook, AStreamThatIsNotStdoutOrStderrIsNotATerminal) {
-  std::ostringstream out;
-  auto hook = MakeHook({.output = &out});
-  EXPECT_FALSE(hook->is_terminal());
+TEST(ProgressHook, TheTerminalIsTheConsoles) {
+  CapturedConsole plain(false), terminal(true);
+  EXPECT_FALSE(MakeHook({.console = &plain.console})->is_terminal());
+  EXPECT_TRUE(MakeHook({.console = &terminal.console})->is_terminal());
 }
 
 CO_TEST(ProgressHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
   Graph g;
   ops::NoOp(g);
-  std::ostringstream out;
-  auto hook = MakeHook({.output = &out});
+  CapturedConsole out(false);
+  auto hook = MakeHook({.console = &out.console});
   auto created = co_await MonitoredSession::Create(g, HookList(hook), nullptr,
                                                    testing::HookTestOptions(),
                                                    asio::use_awaitable);
@@ -88,17 +106,16 @@ CO_TEST(ProgressHook, BeginFailsWithoutAGlobalStepNamingTheHook) {
 CO_TEST(ProgressHook, PlainOutputPrintsPeriodicLinesWithRateEtaAndMetrics) {
   LossGraph graph;
   ManualClock clock;
-  std::ostringstream out;
+  CapturedConsole out(false);
   auto hook = MakeHook({.last_step = 10,
                         .metrics = {graph.loss},
                         .every_n_steps = 2,
-                        .output = &out,
-                        .is_terminal = false,
+                        .console = &out.console,
                         .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await TrainAndClose(*ms, graph, clock, 10);
-  EXPECT_EQ(out.str(),
+  EXPECT_EQ(out.out,
             "step 1/10, loss=0.1234\n"
             "step 3/10, 1.0 steps/s, eta 7s, loss=0.1234\n"
             "step 5/10, 1.0 steps/s, eta 5s, loss=0.1234\n"
@@ -110,15 +127,14 @@ CO_TEST(ProgressHook, PlainOutputPrintsPeriodicLinesWithRateEtaAndMetrics) {
 CO_TEST(ProgressHook, WithoutALastStepThereIsNoTotalAndNoEta) {
   StepGraph graph;
   ManualClock clock;
-  std::ostringstream out;
+  CapturedConsole out(false);
   auto hook = MakeHook({.every_n_steps = 2,
-                        .output = &out,
-                        .is_terminal = false,
+                        .console = &out.console,
                         .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await TrainAndClose(*ms, graph, clock, 3);
-  EXPECT_EQ(out.str(),
+  EXPECT_EQ(out.out,
             "step 1\n"
             "step 3, 1.0 steps/s\n"
             "step 3, 1.0 steps/s\n");
@@ -127,37 +143,35 @@ CO_TEST(ProgressHook, WithoutALastStepThereIsNoTotalAndNoEta) {
 CO_TEST(ProgressHook, LongEtasShowHoursAndMinutes) {
   StepGraph graph;
   ManualClock clock;
-  std::ostringstream out;
+  CapturedConsole out(false);
   auto hook = MakeHook({.last_step = 4000,
                         .every_n_steps = 2,
-                        .output = &out,
-                        .is_terminal = false,
+                        .console = &out.console,
                         .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await TrainAndClose(*ms, graph, clock, 3);
   // 3997 steps left at 1 step/s.
-  EXPECT_NE(out.str().find("step 3/4000, 1.0 steps/s, eta 1h06m\n"),
+  EXPECT_NE(out.out.find("step 3/4000, 1.0 steps/s, eta 1h06m\n"),
             std::string::npos)
-      << out.str();
+      << out.out;
 }
 
 CO_TEST(ProgressHook, ATerminalGetsABarRedrawnInPlaceAndANewlineAtEnd) {
   LossGraph graph;
   ManualClock clock;
-  std::ostringstream out;
+  CapturedConsole out(true);
   auto hook = MakeHook({.last_step = 4,
                         .metrics = {graph.loss},
                         .every_n_steps = 1,
-                        .output = &out,
-                        .is_terminal = true,
+                        .console = &out.console,
                         .bar_width = 10,
                         .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   EXPECT_TRUE(hook->is_terminal());
   co_await TrainAndClose(*ms, graph, clock, 4);
-  const std::string s = out.str();
+  const std::string s = out.out;
   EXPECT_EQ(std::count(s.begin(), s.end(), '\r'), 5) << s;  // 4 steps + End
   EXPECT_EQ(std::count(s.begin(), s.end(), '\n'), 1) << s;
   EXPECT_EQ(s.back(), '\n');
@@ -171,31 +185,57 @@ CO_TEST(ProgressHook, ATerminalGetsABarRedrawnInPlaceAndANewlineAtEnd) {
       << s;
 }
 
-CO_TEST(ProgressHook, MetricsAreFetchedOnlyInStepsThatDraw) {
-  testing::TestEvents events;
-  testing::RegisterTestOps();
-  StepGraph graph;
-  Output counted = testing::TestCount(graph.g, {}, {}, "counted");
+// A metric fed a new value in each step: the draws show the values of the
+// steps they follow, and End's final line the last step's, not those of the
+// last draw.
+CO_TEST(ProgressHook, TheFinalLineShowsTheLastStepsMetrics) {
+  testing::FedValueGraph graph("loss");
   ManualClock clock;
-  std::ostringstream out;
-  auto hook = MakeHook({.metrics = {counted},
+  CapturedConsole out(false);
+  auto hook = MakeHook({.metrics = {graph.value},
                         .every_n_steps = 5,
-                        .output = &out,
-                        .is_terminal = false,
+                        .console = &out.console,
                         .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
-  co_await TrainAndClose(*ms, graph, clock, 10);
-  // Drawn after steps 1 and 6 (and at End, with the values last seen). A
-  // step's read of the global step may see its update or not (no order
-  // between them, as in TensorFlow), so a prediction may fetch one step
-  // early without drawing: at most 2 extra fetches here, never all 10.
-  EXPECT_GE(events.runs("counted"), 2);
-  EXPECT_LE(events.runs("counted"), 4);
-  EXPECT_EQ(out.str(),
-            "step 1, counted=1\n"
-            "step 6, 1.0 steps/s, counted=1\n"
-            "step 10, 1.0 steps/s, counted=1\n");
+  for (int i = 1; i <= 8; ++i) {
+    clock.Advance(absl::Seconds(1));
+    auto ran = co_await ms->Run(graph.TrainWith(static_cast<float>(i)),
+                                asio::use_awaitable);
+    CO_ASSERT_OK(ran.status());
+  }
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_EQ(out.out,
+            "step 1, loss=1\n"
+            "step 6, 1.0 steps/s, loss=6\n"
+            "step 8, 1.0 steps/s, loss=8\n");
+}
+
+// At 40 columns the bar narrows so that the line still fits on one row.
+CO_TEST(ProgressHook, TheBarNarrowsToTheTerminalsWidth) {
+  LossGraph graph;
+  ManualClock clock;
+  CapturedConsole out(true, /*width=*/40);
+  auto hook = MakeHook({.last_step = 4,
+                        .metrics = {graph.loss},
+                        .every_n_steps = 1,
+                        .console = &out.console,
+                        .bar_width = 30,
+                        .clock = &clock});
+  auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
+  CO_ASSERT_TRUE(ms != nullptr);
+  co_await TrainAndClose(*ms, graph, clock, 4);
+  // Every drawn status: "\r" text "\x1b[K", the text at most 39 columns.
+  size_t drawn = 0;
+  for (size_t at = out.out.find('\r'); at != std::string::npos;
+       at = out.out.find('\r', at + 1)) {
+    const size_t end = out.out.find("\x1b[K", at);
+    CO_ASSERT_TRUE(end != std::string::npos);
+    EXPECT_LE(end - at - 1, 39u) << out.out.substr(at + 1, end - at - 1);
+    ++drawn;
+  }
+  EXPECT_EQ(drawn, 5u);  // 4 steps + End
+  EXPECT_NE(out.out.find("\r[=====] 4/4 100%"), std::string::npos) << out.out;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // MergeRunArgs: the caller's and the hooks' run arguments merged into one
 // run, and each hook's results found again (semantics 3 and 4 of
 // async/session_run_hook.h), as plain values.
-#include "async/run_args_merge.h"
+#include "cosession/async/run_args_merge.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 
 namespace cosession::run_args_merge_test {
 namespace {

@@ -2,7 +2,7 @@
 // the range exactly once, small loops stay on the caller, big ones use the
 // pool, and a pool whose threads are all busy makes the loop serial, never
 // stuck. RuntimeOptions::pin_threads binds each pool thread to its own CPU.
-#include "async/runtime.h"
+#include "cosession/async/runtime.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>

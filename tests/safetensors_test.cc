@@ -1,7 +1,7 @@
 // Safetensors: what the writer produces (checked by an independent reader),
 // round trips, and every kind of corruption the reader must report as
 // DataLoss without crashing.
-#include "io/safetensors.h"
+#include "cosession/io/safetensors.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "io/crc32c.h"
+#include "cosession/io/crc32c.h"
 #include "tests/independent_safetensors_reader.h"
 
 namespace cosession::safetensors_test {

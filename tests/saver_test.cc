@@ -1,6 +1,6 @@
 // Saver: files and state file on disk, restore and its validation, fallback
 // to an older checkpoint, retention, and saves that run on the pool.
-#include "io/saver.h"
+#include "cosession/io/saver.h"
 
 #include <gtest/gtest.h>
 
@@ -18,10 +18,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "async/runtime.h"
-#include "graph/ops.h"
-#include "io/atomic_file.h"
-#include "io/safetensors.h"
+#include "cosession/async/runtime.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/io/safetensors.h"
 #include "tests/co_test.h"
 #include "tests/independent_safetensors_reader.h"
 #include "tests/scratch_dir.h"

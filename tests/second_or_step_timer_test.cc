@@ -1,8 +1,8 @@
-#include "hooks/second_or_step_timer.h"
+#include "cosession/hooks/second_or_step_timer.h"
 
 #include <gtest/gtest.h>
 
-#include "async/clock.h"
+#include "cosession/async/clock.h"
 
 namespace cosession::second_or_step_timer_test {
 namespace {

@@ -2,7 +2,7 @@
 // Scaffold::saver (TensorFlow's checkpoint_dir), a singular session given a
 // creator, and a restore that waits for a save in flight into the same
 // directory by another Saver.
-#include "async/session_creator.h"
+#include "cosession/async/session_creator.h"
 
 #include <gtest/gtest.h>
 
@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "async/monitored_session.h"
-#include "async/runtime.h"
-#include "graph/ops.h"
-#include "io/saver.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/async/runtime.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/saver.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"

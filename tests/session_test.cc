@@ -1,6 +1,6 @@
 // Session: every completion token style, completion on the handler's
 // executor, bad input, variables, concurrency, the blocking wrapper.
-#include "async/session.h"
+#include "cosession/async/session.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <thread>
 
 #include "absl/synchronization/notification.h"
-#include "graph/ops.h"
+#include "cosession/graph/ops.h"
 #include "tests/co_test.h"
 #include "tests/test_util.h"
 

@@ -1,7 +1,7 @@
 // StepCounterHook: TensorFlow's StepCounterHookTest cases (trigger steps,
 // the value, the warning when the global step does not advance), run through
 // a MonitoredSession with a ManualClock; values read back from the file.
-#include "hooks/step_counter_hook.h"
+#include "cosession/hooks/step_counter_hook.h"
 
 #include <gtest/gtest.h>
 

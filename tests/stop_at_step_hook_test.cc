@@ -1,6 +1,6 @@
 // StopAtStepHook: TensorFlow's StopAtStepTest cases (global step set by hand,
 // a no-op step), then under a training loop and across recovery.
-#include "hooks/stop_at_step_hook.h"
+#include "cosession/hooks/stop_at_step_hook.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <vector>
 
-#include "async/coordinator.h"
+#include "cosession/async/coordinator.h"
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 

@@ -2,7 +2,7 @@
 // save_secs, several summaries) with a ManualClock, SessionLog START at
 // session creation and after a restore, histograms, End's flush; values
 // read back from the event file.
-#include "hooks/summary_saver_hook.h"
+#include "cosession/hooks/summary_saver_hook.h"
 
 #include <gtest/gtest.h>
 

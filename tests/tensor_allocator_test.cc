@@ -1,7 +1,7 @@
 // Tests of TensorAllocator: size classes, reuse of freed blocks, the cache
 // limit, release, poisoning under ASan, concurrent use, and that tensors
 // draw their buffers from the default allocator.
-#include "graph/tensor_allocator.h"
+#include "cosession/graph/tensor_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/base/config.h"
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 #ifdef ABSL_HAVE_ADDRESS_SANITIZER
 #include <sanitizer/asan_interface.h>

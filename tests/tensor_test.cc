@@ -1,6 +1,6 @@
 // Tests of Tensor and TensorShape: construction, buffer sharing, access
 // checks, comparison, debug strings, and snapshot semantics of variable reads.
-#include "graph/tensor.h"
+#include "cosession/graph/tensor.h"
 
 #include <gtest/gtest.h>
 
@@ -12,11 +12,11 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "graph/tensor_shape.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor_shape.h"
 #include "tests/test_util.h"
 
 namespace cosession::tensor_test {

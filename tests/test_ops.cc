@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "absl/strings/str_cat.h"
-#include "async/async_kernel.h"
-#include "graph/op_registry.h"
-#include "graph/status.h"
+#include "cosession/async/async_kernel.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/status.h"
 #include "tests/test_util.h"
 
 namespace cosession::testing {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "graph/graph.h"
+#include "cosession/graph/graph.h"
 
 namespace cosession::testing {
 

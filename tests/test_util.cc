@@ -1,7 +1,7 @@
 #include "tests/test_util.h"
 
-#include "graph/kernel.h"
-#include "graph/resource_manager.h"
+#include "cosession/graph/kernel.h"
+#include "cosession/graph/resource_manager.h"
 
 namespace cosession::testing {
 

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "async/session.h"
-#include "graph/graph.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "graph/tensor.h"
+#include "cosession/async/session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession::testing {
 

@@ -17,19 +17,19 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "async/monitored_session.h"
-#include "async/runtime.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/async/runtime.h"
 #include "examples/mlp_classifier.h"
-#include "graph/graph.h"
-#include "graph/ops.h"
-#include "io/saver.h"
-#include "pipeline/dataset.h"
-#include "pipeline/dataset_iterator.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/ops.h"
+#include "cosession/io/saver.h"
+#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/dataset_iterator.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
-#include "training/dataset_hook.h"
-#include "training/monitored_training_session.h"
+#include "cosession/training/dataset_hook.h"
+#include "cosession/training/monitored_training_session.h"
 
 namespace cosession::train_test {
 namespace {

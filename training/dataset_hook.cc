@@ -1,4 +1,4 @@
-#include "training/dataset_hook.h"
+#include "cosession/training/dataset_hook.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -38,9 +38,9 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
-#include "async/session_run_hook.h"
-#include "hooks/global_step.h"
-#include "pipeline/dataset_iterator.h"
+#include "cosession/async/session_run_hook.h"
+#include "cosession/hooks/global_step.h"
+#include "cosession/pipeline/dataset_iterator.h"
 
 namespace cosession {
 

@@ -1,14 +1,14 @@
-#include "training/monitored_training_session.h"
+#include "cosession/training/monitored_training_session.h"
 
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "graph/status.h"
-#include "hooks/checkpoint_saver_hook.h"
-#include "hooks/step_counter_hook.h"
-#include "hooks/stop_at_step_hook.h"
-#include "hooks/summary_saver_hook.h"
-#include "io/saver.h"
+#include "cosession/graph/status.h"
+#include "cosession/hooks/checkpoint_saver_hook.h"
+#include "cosession/hooks/step_counter_hook.h"
+#include "cosession/hooks/stop_at_step_hook.h"
+#include "cosession/hooks/summary_saver_hook.h"
+#include "cosession/io/saver.h"
 
 namespace cosession {
 namespace {

@@ -46,10 +46,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "async/clock.h"
-#include "async/monitored_session.h"
-#include "graph/graph.h"
-#include "graph/resource_manager.h"
+#include "cosession/async/clock.h"
+#include "cosession/async/monitored_session.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/resource_manager.h"
 
 namespace cosession {
 

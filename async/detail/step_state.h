@@ -22,7 +22,7 @@
 #include <utility>
 
 #include "absl/functional/any_invocable.h"
-#include "async/status_from_exception.h"
+#include "cosession/async/status_from_exception.h"
 
 namespace cosession::detail {
 

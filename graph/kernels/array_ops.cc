@@ -6,10 +6,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/kernels/kernel_util.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/kernels/kernel_util.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

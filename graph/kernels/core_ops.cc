@@ -1,9 +1,9 @@
 // Core ops: Const, Placeholder, Identity, NoOp, Variable, Assign/AssignAdd/
 // AssignSub, and the global-step and initializer helpers.
 #include "absl/strings/str_cat.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace {

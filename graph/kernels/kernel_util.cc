@@ -1,10 +1,10 @@
-#include "graph/kernels/kernel_util.h"
+#include "cosession/graph/kernels/kernel_util.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/status.h"
+#include "cosession/graph/status.h"
 
 namespace cosession::kernels {
 

@@ -17,10 +17,10 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "graph/dtype.h"
-#include "graph/kernel.h"
-#include "graph/op_registry.h"
-#include "graph/tensor_shape.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/kernel.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/tensor_shape.h"
 
 namespace cosession::kernels {
 

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/kernels/kernel_util.h"
-#include "graph/op_registry.h"
-#include "graph/ops.h"
-#include "graph/status.h"
-#include "graph/tensor_eigen.h"
+#include "cosession/graph/kernels/kernel_util.h"
+#include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
+#include "cosession/graph/status.h"
+#include "cosession/graph/tensor_eigen.h"
 
 namespace cosession {
 namespace {

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "graph/graph.h"
-#include "graph/tensor.h"
+#include "cosession/graph/graph.h"
+#include "cosession/graph/tensor.h"
 
 namespace cosession::hooks_detail {
 
