@@ -99,9 +99,8 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
   merged.hook_fetches.clear();
   merged.fetch_index.clear();
   merged.extra_fetches.clear();
-  merged.only_fetches =
-      caller.fetch_names.empty() &&
-      std::all_of(hooks.begin(), hooks.end(), &OnlyFetches);
+  merged.only_fetches = caller.fetch_names.empty() &&
+                        std::all_of(hooks.begin(), hooks.end(), &OnlyFetches);
   if (merged.only_fetches) {
     merged.caller_fetches = caller.fetches.size();
     FetchPositions positions(caller.fetches, merged.extra_fetches);

@@ -53,7 +53,8 @@ struct Scaffold {
   std::shared_ptr<CheckpointRestorer> saver{};
   // Restores a session by other means: true if it restored something. When
   // set, ChiefSessionCreator calls it instead of restoring checkpoint_dir.
-  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)> restore{};
+  std::function<boost::asio::awaitable<absl::StatusOr<bool>>(Session&)>
+      restore{};
 
   // Fills in the defaults; called by MonitoredSession::Create (through
   // SessionCreator::Prepare) before the graph is finalized.

@@ -41,9 +41,10 @@
 // on Create's (or on the recovering Run's), BeforeRun and AfterRun on
 // Run's, End on Close's: the completion handler's executor, for
 // use_awaitable the awaiting coroutine's -- so a program that awaits them
-// all from one event loop gets every hook call on that loop. The awaitable methods may suspend (await
-// I/O, timers, channels); a stop request or the caller's cancellation cancels
-// those waits (terminal cancellation), so a hook must let them be cancelled.
+// all from one event loop gets every hook call on that loop. The awaitable
+// methods may suspend (await I/O, timers, channels); a stop request or the
+// caller's cancellation cancels those waits (terminal cancellation), so a hook
+// must let them be cancelled.
 #ifndef COSESSION_ASYNC_SESSION_RUN_HOOK_H_
 #define COSESSION_ASYNC_SESSION_RUN_HOOK_H_
 

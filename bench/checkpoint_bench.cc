@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "cosession/async/session.h"
 #include "bench/bench_util.h"
+#include "cosession/async/session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/saver.h"
 

@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "cosession/async/monitored_session.h"
 #include "bench/bench_util.h"
+#include "cosession/async/monitored_session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/training/monitored_training_session.h"
 

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "cosession/async/session.h"
 #include "bench/bench_util.h"
+#include "cosession/async/session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/tensor_eigen.h"
 

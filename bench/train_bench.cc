@@ -18,11 +18,11 @@
 #include <random>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "cosession/async/monitored_session.h"
 #include "cosession/async/runtime.h"
-#include "bench/bench_util.h"
-#include "examples/mlp_classifier.h"
 #include "cosession/graph/ops.h"
+#include "examples/mlp_classifier.h"
 
 namespace cosession {
 namespace {

@@ -50,26 +50,27 @@
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cosession/async/monitored_session.h"
-#include "examples/mlp_classifier.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
 #include "cosession/hooks/logging_tensor_hook.h"
 #include "cosession/hooks/nan_tensor_hook.h"
 #include "cosession/hooks/profiler_hook.h"
 #include "cosession/hooks/progress_hook.h"
+#include "cosession/io/console.h"
 #include "cosession/pipeline/dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
 #include "cosession/training/stop_on_signals.h"
-#include "cosession/io/console.h"
+#include "examples/mlp_classifier.h"
 
 ABSL_FLAG(std::string, data, COSESSION_DIGITS_CSV,
           "The digits CSV (plain or gzip): 64 pixel columns, then the label");
@@ -272,10 +273,10 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   COSESSION_ASSIGN_OR_RETURN(auto nan,
                              NanTensorHook::Create({.loss = model.loss}));
   COSESSION_ASSIGN_OR_RETURN(
-      auto profiler,
-      ProfilerHook::Create({.save_steps = f.profile_every_n_steps,
-                            .output_dir = f.checkpoint_dir,
-                            .max_timelines = static_cast<int>(f.max_timelines)}));
+      auto profiler, ProfilerHook::Create(
+                         {.save_steps = f.profile_every_n_steps,
+                          .output_dir = f.checkpoint_dir,
+                          .max_timelines = static_cast<int>(f.max_timelines)}));
 
   MonitoredTrainingSessionOptions& options = setup.options;
   options.checkpoint_dir = f.checkpoint_dir;
@@ -378,8 +379,7 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
 // "--name=value" is parsed first, through the flags' own parsers.
 void ExitOnUnparsableFlags(int argc, char** argv) {
   auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "cosession_train: %s (see --help)\n",
-                 message.c_str());
+    std::fprintf(stderr, "cosession_train: %s (see --help)\n", message.c_str());
     std::exit(2);
   };
   for (int i = 1; i < argc; ++i) {
@@ -402,7 +402,8 @@ void ExitOnUnparsableFlags(int argc, char** argv) {
     absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr && absl::StartsWith(name, "no") &&
         eq == absl::string_view::npos) {
-      absl::CommandLineFlag* negated = absl::FindCommandLineFlag(name.substr(2));
+      absl::CommandLineFlag* negated =
+          absl::FindCommandLineFlag(name.substr(2));
       if (negated != nullptr && negated->IsOfType<bool>()) continue;
     }
     if (flag == nullptr) fail(absl::StrCat("unknown flag --", name));

@@ -5,9 +5,8 @@
 namespace cosession {
 
 LogSink StderrLogSink() {
-  return [](std::string line) {
-    Console::Stdout().Log(line, Console::kStderr);
-  };
+  return
+      [](std::string line) { Console::Stdout().Log(line, Console::kStderr); };
 }
 
 }  // namespace cosession

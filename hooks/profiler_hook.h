@@ -28,10 +28,10 @@
 // on another step names its file by the estimated global step.
 //
 // Errors: Create returns InvalidArgument naming the bad option (no period or
-// both, empty output_dir, a negative max_timelines). Begin fails without a global step, or when
-// output_dir cannot be created. A trace that cannot be written fails that
-// step's AfterRun with the I/O error naming the file.
-// Thread safety: as any hook.
+// both, empty output_dir, a negative max_timelines). Begin fails without a
+// global step, or when output_dir cannot be created. A trace that cannot be
+// written fails that step's AfterRun with the I/O error naming the file. Thread
+// safety: as any hook.
 #ifndef COSESSION_HOOKS_PROFILER_HOOK_H_
 #define COSESSION_HOOKS_PROFILER_HOOK_H_
 

@@ -97,9 +97,9 @@ absl::Status ProgressHook::BeforeRunSync(SessionRunContext&,
 absl::Status ProgressHook::TakeMetrics(const SessionRunValues& values) {
   COSESSION_RETURN_IF_ERROR(step_.TakeFetched(values).status());
   if (values.results.size() != 1 + options_.metrics.size()) {
-    return absl::InternalError(absl::StrCat(
-        "ProgressHook: expected ", 1 + options_.metrics.size(),
-        " results, got ", values.results.size()));
+    return absl::InternalError(
+        absl::StrCat("ProgressHook: expected ", 1 + options_.metrics.size(),
+                     " results, got ", values.results.size()));
   }
   metric_values_.assign(values.results.begin() + 1, values.results.end());
   return absl::OkStatus();

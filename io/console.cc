@@ -39,15 +39,16 @@ absl::string_view FirstLine(absl::string_view text) {
 
 }  // namespace
 
-Console::Console(Options options) : options_([&] {
-  if (!options.writer) {
-    options.writer = [](Stream stream, absl::string_view bytes) {
-      WriteAll(stream == kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
-    };
-  }
-  if (!options.width) options.width = TerminalWidth;
-  return std::move(options);
-}()) {}
+Console::Console(Options options)
+    : options_([&] {
+        if (!options.writer) {
+          options.writer = [](Stream stream, absl::string_view bytes) {
+            WriteAll(stream == kStdout ? STDOUT_FILENO : STDERR_FILENO, bytes);
+          };
+        }
+        if (!options.width) options.width = TerminalWidth;
+        return std::move(options);
+      }()) {}
 
 Console& Console::Stdout() {
   static Console* console = new Console(Options{

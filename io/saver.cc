@@ -21,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "cosession/async/completion.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
@@ -38,9 +39,14 @@ constexpr absl::string_view kGlobalStepKey = "global_step";
 constexpr absl::string_view kRestoreValuePrefix = "save/restore/";
 constexpr absl::string_view kAssignPrefix = "save/assign/";
 
-void Warn(const std::string& message) {
-  Console::Stdout().Log(absl::StrCat("cosession: WARNING: ", message),
-                        Console::kStderr);
+void WarnTo(const std::function<void(const std::string&)>& warn,
+            const std::string& message) {
+  const std::string line = absl::StrCat("cosession: WARNING: ", message);
+  if (warn) {
+    warn(line);
+  } else {
+    Console::Stdout().Log(line, Console::kStderr);
+  }
 }
 
 // The checkpoints "<prefix>-<step>.safetensors" of `dir`, newest (highest
@@ -52,7 +58,8 @@ std::vector<std::string> ScanCheckpoints(const std::string& dir,
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     std::string name = entry.path().filename().string();
     absl::string_view rest = name;
-    if (!absl::ConsumePrefix(&rest, prefix) || !absl::ConsumePrefix(&rest, "-") ||
+    if (!absl::ConsumePrefix(&rest, prefix) ||
+        !absl::ConsumePrefix(&rest, "-") ||
         !absl::ConsumeSuffix(&rest, kFileSuffix)) {
       continue;
     }
@@ -546,11 +553,11 @@ void Saver::AdoptDirectory(const std::string& dir) {
     std::vector<std::string> found =
         ScanCheckpoints(dir, options_.filename_prefix);
     if (!absl::IsNotFound(state.status()) || !found.empty()) {
-      Warn(absl::StrCat("the checkpoint state of '", dir, "' is ",
-                        absl::IsNotFound(state.status()) ? "missing"
-                                                         : "unreadable",
-                        " (", state.status().ToString(), "); a new one lists ",
-                        found.size(), " checkpoint(s) found there"));
+      WarnTo(options_.warn, absl::StrCat(
+          "the checkpoint state of '", dir, "' is ",
+          absl::IsNotFound(state.status()) ? "missing" : "unreadable", " (",
+          state.status().ToString(), "); a new one lists ", found.size(),
+          " checkpoint(s) found there"));
     }
     for (auto it = found.rbegin(); it != found.rend(); ++it) {
       retained_.push_back({*it, now});
@@ -618,7 +625,7 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   // at session creation) or wrote itself is routine; replacing another is
   // said out loud.
   if (name != restored_name_ && !written_.contains(name) && FileExists(path)) {
-    Warn(absl::StrCat("replacing '", path,
+    WarnTo(options_.warn, absl::StrCat("replacing '", path,
                       "', a checkpoint this run did not write"));
   }
   if (absl::Status s = WriteFileAtomically(path, pieces); !s.ok()) {
@@ -661,7 +668,7 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
     absl::Status s =
         RemoveFileIfExists(JoinPath(dir, absl::StrCat(old, kFileSuffix)));
     if (!s.ok())
-      Warn(absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
+      WarnTo(options_.warn, absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
   }
   return JoinPath(dir, name);
 }
@@ -742,11 +749,11 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     // itself, newest first.
     candidates = ScanCheckpoints(dir, options_.filename_prefix);
     if (candidates.empty()) co_return state.status();
-    Warn(absl::StrCat("the checkpoint state of '", dir, "' is ",
-                      absl::IsNotFound(state.status()) ? "missing"
-                                                       : "unreadable",
-                      " (", state.status().ToString(),
-                      "); restoring the newest checkpoint found there"));
+    WarnTo(options_.warn, absl::StrCat(
+        "the checkpoint state of '", dir, "' is ",
+        absl::IsNotFound(state.status()) ? "missing" : "unreadable", " (",
+        state.status().ToString(),
+        "); restoring the newest checkpoint found there"));
   }
   std::vector<std::string> failures;
   for (const std::string& candidate : candidates) {
@@ -757,7 +764,7 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     absl::Status checked = contents.status();
     if (checked.ok()) checked = RestoreFrom(file, *contents, args);
     if (absl::IsDataLoss(checked) || absl::IsNotFound(contents.status())) {
-      Warn(absl::StrCat("cannot restore checkpoint '", prefix, "': ",
+      WarnTo(options_.warn, absl::StrCat("cannot restore checkpoint '", prefix, "': ",
                         checked.ToString(), "; trying the one before it"));
       failures.push_back(checked.ToString());
       continue;
@@ -767,7 +774,7 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
         co_await session.Run(std::move(args), asio::use_awaitable);
     if (!ran.ok()) co_return ran.status();
     if (!failures.empty()) {
-      Warn(absl::StrCat("restored the older checkpoint '", prefix,
+      WarnTo(options_.warn, absl::StrCat("restored the older checkpoint '", prefix,
                         "' because newer ones of '", dir, "' are unusable"));
     }
     {

@@ -102,6 +102,10 @@ struct SaverOptions {
   std::vector<Output> variables{};
   // Timestamps of checkpoints; null = SystemClock().
   Clock* clock = nullptr;
+  // Receives each warning ("cosession: WARNING: ..."): a fallback to an older
+  // or found checkpoint, a replaced file. Null = standard error, through
+  // Console::Stdout().
+  std::function<void(const std::string&)> warn{};
 };
 
 // The state file's contents.

@@ -99,8 +99,8 @@ absl::StatusOr<std::shared_ptr<const CsvDataset>> CsvDataset::Create(
                                     DTypeName(options.label_dtype)));
   }
   if (options.num_classes.has_value() && *options.num_classes < 1) {
-    return OptionError("num_classes",
-                       absl::StrCat("must be >= 1, got ", *options.num_classes));
+    return OptionError("num_classes", absl::StrCat("must be >= 1, got ",
+                                                   *options.num_classes));
   }
   if (options.keep_rows.has_value()) {
     absl::flat_hash_set<int64_t> seen;

@@ -28,12 +28,12 @@
 #include "cosession/graph/ops.h"
 #include "cosession/io/csv_reader.h"
 #include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/training/dataset_hook.h"
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
-#include "cosession/training/dataset_hook.h"
 
 namespace cosession::dataset_test {
 namespace {
@@ -421,6 +421,29 @@ TEST(CsvDataset, NonIntegerLabelNamesFileLineAndColumn) {
   EXPECT_TRUE(absl::IsInvalidArgument(rows.status())) << rows.status();
   EXPECT_EQ(rows.status().message().substr(0, path.size() + 13),
             absl::StrCat(path, ":2: column 3:"));
+}
+
+// A class label outside [0, num_classes) names its file and line -- also on
+// a row that the dataset does not keep (a held-out row is checked before
+// training starts, not when it is evaluated).
+TEST(CsvDataset, ALabelOutOfRangeNamesFileAndLineEvenInARowNotKept) {
+  ScratchDir dir;
+  const std::string path = dir / "labels.csv";
+  WriteFile(path, "1,2,3\n4,5,6\n7,8,15\n");
+  auto rows = MakeDataset({.files = {path},
+                           .num_columns = 3,
+                           .num_classes = 10,
+                           .keep_rows = std::vector<int64_t>{0}})
+                  ->Load();
+  EXPECT_TRUE(absl::IsInvalidArgument(rows.status())) << rows.status();
+  EXPECT_EQ(rows.status().message(),
+            absl::StrCat(path,
+                         ":3: column 3: label 15 is out of range [0, 10) "
+                         "(num_classes)"));
+  auto fine = MakeDataset({.files = {path}, .num_columns = 3,
+                           .num_classes = 16})
+                  ->Load();
+  EXPECT_TRUE(fine.ok()) << fine.status();
 }
 
 TEST(CsvDataset, StartAtBatchGivesExactlyTheTailOfTheStream) {

@@ -138,17 +138,19 @@ CO_TEST(MonitoredSessionRaces, AnAbortedTaskDuringRunStepFnRetriesTheFunction) {
 // TensorFlow's run_step_fn returns what the function returns.
 CO_TEST(MonitoredSessionRaces, RunStepFnCompletesWithTheFunctionsValue) {
   DoublingGraph graph;
-  MonitoredSession::Hooks no_hooks;  // named: braces inside co_await trip g++ 12
+  MonitoredSession::Hooks
+      no_hooks;  // named: braces inside co_await trip g++ 12
   auto created = co_await MonitoredSession::Create(
       graph.g, no_hooks, nullptr, TestOptions(), asio::use_awaitable);
   CO_ASSERT_OK(created.status());
   MonitoredSession& ms = **created;
   auto fn = [&](MonitoredSession::StepContext& step)
       -> asio::awaitable<absl::StatusOr<float>> {
-    auto raw = co_await step.session().Run(graph.Double(1.5f),
-                                           asio::use_awaitable);
+    auto raw =
+        co_await step.session().Run(graph.Double(1.5f), asio::use_awaitable);
     if (!raw.ok()) co_return raw.status();
-    auto hooked = co_await step.RunWithHooks(graph.Double(2), asio::use_awaitable);
+    auto hooked =
+        co_await step.RunWithHooks(graph.Double(2), asio::use_awaitable);
     if (!hooked.ok()) co_return hooked.status();
     co_return raw->at(0).scalar<float>() + hooked->at(0).scalar<float>();
   };
@@ -162,7 +164,8 @@ CO_TEST(MonitoredSessionRaces, RunStepFnCompletesWithTheFunctionsValue) {
 // own: here a callback, which completes exactly once.
 CO_TEST(MonitoredSessionRaces, RunWithHooksTakesAnyCompletionToken) {
   DoublingGraph graph;
-  MonitoredSession::Hooks no_hooks;  // named: braces inside co_await trip g++ 12
+  MonitoredSession::Hooks
+      no_hooks;  // named: braces inside co_await trip g++ 12
   auto created = co_await MonitoredSession::Create(
       graph.g, no_hooks, nullptr, TestOptions(), asio::use_awaitable);
   CO_ASSERT_OK(created.status());
@@ -177,9 +180,9 @@ CO_TEST(MonitoredSessionRaces, RunWithHooksTakesAnyCompletionToken) {
       if (r.ok()) value = r->at(0).scalar<float>();
       done.try_send(boost::system::error_code());
     };
-    step.RunWithHooks(graph.Double(4),
-                      asio::bind_executor(co_await asio::this_coro::executor,
-                                          callback));
+    step.RunWithHooks(
+        graph.Double(4),
+        asio::bind_executor(co_await asio::this_coro::executor, callback));
     co_await done.async_receive(asio::use_awaitable);
     EXPECT_EQ(completions, 1);
     EXPECT_EQ(value, 8.0f);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "tests/co_test.h"
@@ -99,6 +100,37 @@ CO_TEST(ProfilerHook, SaveStepsTwoSavesEveryOtherStepNamedByGlobalStep) {
   EXPECT_EQ(Timelines(p.dir),
             (std::vector<std::string>{"timeline-2.json", "timeline-4.json"}));
   CO_ASSERT_OK(co_await p.Close());
+}
+
+// A directory of many runs keeps only the newest max_timelines traces:
+// those of earlier runs count too.
+CO_TEST(ProfilerHook, MaxTimelinesKeepsOnlyTheNewestTraces) {
+  Profiled p;
+  std::ofstream(p.dir + "/timeline-1.json") << "{}";  // an earlier run's
+  ProfilerHookOptions options{.save_steps = 2, .max_timelines = 2};
+  CO_ASSERT_OK(co_await p.Start(options));
+  for (int i = 0; i < 7; ++i) CO_ASSERT_OK(co_await p.Step());
+  EXPECT_EQ(Timelines(p.dir),
+            (std::vector<std::string>{"timeline-4.json", "timeline-6.json"}));
+  CO_ASSERT_OK(co_await p.Close());
+}
+
+// A process killed while writing a trace leaves "<name>.tmp.<pid>.<n>":
+// the next run's Begin removes it (this process's own temporaries stay).
+CO_TEST(ProfilerHook, BeginRemovesTheTemporaryFilesOfAKilledRun) {
+  Profiled p;
+  const std::string stale = p.dir + "/timeline-8.json.tmp.999999999.1";
+  std::ofstream(stale) << "half a trace";
+  ProfilerHookOptions options{.save_steps = 2};
+  CO_ASSERT_OK(co_await p.Start(options));
+  EXPECT_FALSE(std::filesystem::exists(stale));
+  CO_ASSERT_OK(co_await p.Close());
+}
+
+TEST(ProfilerHook, ANegativeMaxTimelinesIsInvalidArgument) {
+  auto hook = ProfilerHook::Create(
+      {.save_steps = 1, .output_dir = "/tmp/x", .max_timelines = -1});
+  EXPECT_NE(hook.status().message().find("max_timelines"), std::string::npos);
 }
 
 CO_TEST(ProfilerHook, SaveSecsSavesPeriodically) {

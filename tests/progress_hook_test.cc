@@ -33,7 +33,8 @@ struct CapturedConsole {
       : console(Console::Options{
             .writer =
                 [this](Console::Stream stream, absl::string_view bytes) {
-                  (stream == Console::kStdout ? out : err).append(bytes);
+                  (stream == Console::kStdout ? out : err)
+                      .append(bytes.data(), bytes.size());
                 },
             .status_on_terminal = terminal,
             .stdout_on_terminal = terminal,
@@ -128,9 +129,8 @@ CO_TEST(ProgressHook, WithoutALastStepThereIsNoTotalAndNoEta) {
   StepGraph graph;
   ManualClock clock;
   CapturedConsole out(false);
-  auto hook = MakeHook({.every_n_steps = 2,
-                        .console = &out.console,
-                        .clock = &clock});
+  auto hook =
+      MakeHook({.every_n_steps = 2, .console = &out.console, .clock = &clock});
   auto ms = co_await CreateSessionOrFail(graph.g, HookList(hook));
   CO_ASSERT_TRUE(ms != nullptr);
   co_await TrainAndClose(*ms, graph, clock, 3);

@@ -21,7 +21,8 @@ using std::chrono::milliseconds;
 struct Tensors {
   Tensors() {
     for (int i = 0; i < 40; ++i) {
-      outs.push_back(ops::Const(g, static_cast<float>(i), absl::StrCat("c", i)));
+      outs.push_back(
+          ops::Const(g, static_cast<float>(i), absl::StrCat("c", i)));
     }
     x = ops::Placeholder(g, DType::kFloat, TensorShape{}, "x");
     op = ops::NoOp(g, {}, "op");

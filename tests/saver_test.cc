@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/post.hpp>
@@ -12,12 +13,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cosession/async/runtime.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/atomic_file.h"
@@ -106,6 +109,121 @@ void FlipByte(const std::string& path, long from_end) {
   c ^= 0x40;
   f.seekp(-from_end, std::ios::end);
   f.write(&c, 1);
+}
+
+// Collects a Saver's warnings.
+struct Warnings {
+  std::shared_ptr<std::vector<std::string>> lines =
+      std::make_shared<std::vector<std::string>>();
+  std::function<void(const std::string&)> Sink() const {
+    return [lines = lines](const std::string& line) {
+      lines->push_back(line);
+    };
+  }
+  bool Any(absl::string_view part) const {
+    return std::any_of(lines->begin(), lines->end(), [&](const auto& line) {
+      return absl::StrContains(line, part);
+    });
+  }
+};
+
+// Saves steps 10, 20 and 30 (w = 1, 2, 3) into `dir` with a Saver of its own.
+asio::awaitable<void> SaveThreeSteps(const std::string& dir) {
+  Model m;
+  auto saver = MakeSaver(m.g);
+  auto session = co_await NewSession(m.g);
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE((co_await SetState(*session, m, 10 * i, i)).ok());
+    EXPECT_TRUE((co_await saver->Save(*session, dir, 10 * i)).ok());
+  }
+}
+
+// ---- a lost or damaged state file (a new user deleted "checkpoint")
+
+CO_TEST(Saver, WithoutTheStateFileRestoreFindsTheNewestCheckpoint) {
+  ScratchDir dir;
+  co_await SaveThreeSteps(dir.path());
+  fs::remove(dir / "checkpoint");
+  Model m;
+  Warnings warnings;
+  auto saver = MakeSaver(m.g, {.warn = warnings.Sink()});
+  auto session = co_await NewSession(m.g);
+  auto restored = co_await saver->RestoreLatest(*session, dir.path());
+  CO_ASSERT_OK(restored.status());
+  EXPECT_EQ(*restored, dir / "model.ckpt-30");
+  auto [step, w] = co_await GetState(*session, m);
+  EXPECT_EQ(step, 30);
+  EXPECT_EQ(w, 3.0f);
+  EXPECT_TRUE(warnings.Any("is missing")) << absl::StrJoin(*warnings.lines, "\n");
+  // The same through the CheckpointRestorer interface a session creator
+  // uses: there is something to restore.
+  auto again = co_await saver->RestoreLatestIfAny(*session, dir.path());
+  CO_ASSERT_OK(again.status());
+  EXPECT_TRUE(*again);
+}
+
+CO_TEST(Saver, ATruncatedStateFileFallsBackToTheNewestCheckpoint) {
+  ScratchDir dir;
+  co_await SaveThreeSteps(dir.path());
+  {
+    std::ofstream truncated(dir / "checkpoint", std::ios::trunc);
+    truncated << "model_checkpoint_path: \"model.ck";
+  }
+  Model m;
+  Warnings warnings;
+  auto saver = MakeSaver(m.g, {.warn = warnings.Sink()});
+  auto session = co_await NewSession(m.g);
+  auto restored = co_await saver->RestoreLatest(*session, dir.path());
+  CO_ASSERT_OK(restored.status());
+  EXPECT_EQ(*restored, dir / "model.ckpt-30");
+  EXPECT_TRUE(warnings.Any("is unreadable"))
+      << absl::StrJoin(*warnings.lines, "\n");
+}
+
+CO_TEST(Saver, ANewStateFileListsTheCheckpointsItFound) {
+  ScratchDir dir;
+  co_await SaveThreeSteps(dir.path());
+  fs::remove(dir / "checkpoint");
+  Model m;
+  auto saver = MakeSaver(m.g, {.max_to_keep = 3, .warn = [](auto&) {}});
+  auto session = co_await NewSession(m.g);
+  CO_ASSERT_OK(co_await SetState(*session, m, 40, 4));
+  CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 40)).status());
+  auto state = ReadCheckpointState(dir.path());
+  CO_ASSERT_OK(state.status());
+  // Retention went on from what was on disk: 10 is the one beyond three.
+  EXPECT_EQ(state->all_model_checkpoint_paths,
+            (std::vector<std::string>{"model.ckpt-20", "model.ckpt-30",
+                                      "model.ckpt-40"}));
+  EXPECT_FALSE(fs::exists(dir / "model.ckpt-10.safetensors"));
+}
+
+CO_TEST(Saver, ReplacingACheckpointOfAnotherRunSaysSo) {
+  ScratchDir dir;
+  co_await SaveThreeSteps(dir.path());
+  Model m;
+  Warnings warnings;
+  auto saver = MakeSaver(m.g, {.warn = warnings.Sink()});
+  auto session = co_await NewSession(m.g);  // starts from scratch
+  CO_ASSERT_OK(co_await SetState(*session, m, 20, 9));
+  CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 20)).status());
+  EXPECT_TRUE(warnings.Any("replacing '" + dir / "model.ckpt-20.safetensors"))
+      << absl::StrJoin(*warnings.lines, "\n");
+}
+
+CO_TEST(Saver, SavingAgainTheStepItRestoredFromIsSilent) {
+  ScratchDir dir;
+  co_await SaveThreeSteps(dir.path());
+  Model m;
+  Warnings warnings;
+  auto saver = MakeSaver(m.g, {.warn = warnings.Sink()});
+  auto session = co_await NewSession(m.g);
+  CO_ASSERT_OK((co_await saver->RestoreLatest(*session, dir.path())).status());
+  CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 30)).status());
+  CO_ASSERT_OK(co_await SetState(*session, m, 40, 4));
+  CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 40)).status());
+  CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 40)).status());
+  EXPECT_TRUE(warnings.lines->empty()) << absl::StrJoin(*warnings.lines, "\n");
 }
 
 // ---- files

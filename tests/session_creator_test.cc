@@ -77,7 +77,8 @@ asio::awaitable<absl::Status> SaveCheckpoint(Model& model, Saver& saver,
 
 // The value of v in `ms`'s session.
 asio::awaitable<float> ValueOfV(MonitoredSession& ms, const Model& model) {
-  auto values = co_await ms.raw_session().Run(model.Read(), asio::use_awaitable);
+  auto values =
+      co_await ms.raw_session().Run(model.Read(), asio::use_awaitable);
   if (!values.ok()) {
     ADD_FAILURE() << values.status();
     co_return -1;
@@ -96,8 +97,8 @@ CO_TEST(ChiefSessionCreator, RestoresTheLatestCheckpointOfItsCheckpointDir) {
   auto creator = std::make_shared<ChiefSessionCreator>(
       scaffold, ChiefSessionCreatorOptions{.checkpoint_dir = dir.path()});
   MonitoredSession::Hooks hooks;
-  auto ms = co_await MonitoredSession::Create(model.g, hooks, creator,
-                                              TestOptions(), asio::use_awaitable);
+  auto ms = co_await MonitoredSession::Create(
+      model.g, hooks, creator, TestOptions(), asio::use_awaitable);
   CO_ASSERT_OK(ms.status());
   EXPECT_EQ(co_await ValueOfV(**ms, model), 5.0f);
   CO_ASSERT_OK(co_await (*ms)->Close(asio::use_awaitable));
@@ -113,8 +114,8 @@ CO_TEST(ChiefSessionCreator, InitialisesWhenItsCheckpointDirHoldsNone) {
   auto creator = std::make_shared<ChiefSessionCreator>(
       scaffold, ChiefSessionCreatorOptions{.checkpoint_dir = dir.path()});
   MonitoredSession::Hooks hooks;
-  auto ms = co_await MonitoredSession::Create(model.g, hooks, creator,
-                                              TestOptions(), asio::use_awaitable);
+  auto ms = co_await MonitoredSession::Create(
+      model.g, hooks, creator, TestOptions(), asio::use_awaitable);
   CO_ASSERT_OK(ms.status());
   EXPECT_EQ(co_await ValueOfV(**ms, model), 1.0f);
   CO_ASSERT_OK(co_await (*ms)->Close(asio::use_awaitable));
@@ -126,8 +127,8 @@ CO_TEST(ChiefSessionCreator, ACheckpointDirWithoutASaverIsInvalidArgument) {
   auto creator = std::make_shared<ChiefSessionCreator>(
       Scaffold{}, ChiefSessionCreatorOptions{.checkpoint_dir = dir.path()});
   MonitoredSession::Hooks hooks;
-  auto ms = co_await MonitoredSession::Create(model.g, hooks, creator,
-                                              TestOptions(), asio::use_awaitable);
+  auto ms = co_await MonitoredSession::Create(
+      model.g, hooks, creator, TestOptions(), asio::use_awaitable);
   EXPECT_EQ(ms.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(ms.status().message().find("Scaffold::saver"),
             absl::string_view::npos)

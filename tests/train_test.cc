@@ -19,17 +19,17 @@
 #include "absl/status/status.h"
 #include "cosession/async/monitored_session.h"
 #include "cosession/async/runtime.h"
-#include "examples/mlp_classifier.h"
 #include "cosession/graph/graph.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/saver.h"
 #include "cosession/pipeline/dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/training/dataset_hook.h"
+#include "cosession/training/monitored_training_session.h"
+#include "examples/mlp_classifier.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
-#include "cosession/training/dataset_hook.h"
-#include "cosession/training/monitored_training_session.h"
 
 namespace cosession::train_test {
 namespace {

@@ -62,8 +62,8 @@ asio::awaitable<int> Main() {
     sum += values->at(0).scalar<float>();
   }
   absl::Status closed = co_await session.Close(asio::use_awaitable);
-  const bool right = closed.ok() && sum == 18.0f && hook->steps == 3 &&
-                     hook->last_y == 9.0f;
+  const bool right =
+      closed.ok() && sum == 18.0f && hook->steps == 3 && hook->last_y == 9.0f;
   std::printf("consumer: sum=%g steps=%d last_y=%g closed=%s: %s\n", sum,
               hook->steps, hook->last_y, closed.ToString().c_str(),
               right ? "ok" : "WRONG");

@@ -1,0 +1,207 @@
+// cosession_train as its user meets it, run as a child process:
+//   * --help lists the program's flags with their help text;
+//   * every bad flag value exits with 2 and a message naming the flag;
+//   * SIGINT and SIGTERM stop training cleanly: End runs, a final
+//     checkpoint of the step reached is written, the exit code is 130/143;
+//   * a label out of range in the held-out rows fails before training
+//     starts, naming the file and line;
+//   * temporary files a killed run left are removed at start, and only the
+//     newest --max_timelines Chrome traces are kept.
+// The tests wait for what the child prints, each wait bounded.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cosession/io/saver.h"
+#include "tests/child_process.h"
+#include "tests/scratch_dir.h"
+
+namespace cosession::train_cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::ExitCodeOf;
+using testing::ScratchDir;
+
+constexpr char kTrain[] = COSESSION_TRAIN_BINARY;
+// Generous: a sanitizer build on a loaded 2-core machine trains slowly.
+constexpr auto kLimit = 120s;
+
+struct Finished {
+  int exit_code = -1;
+  std::string output;
+};
+
+Finished RunTrain(std::vector<std::string> args) {
+  args.insert(args.begin(), kTrain);
+  ChildProcess child(args);
+  EXPECT_TRUE(child.started()) << child.error();
+  std::optional<int> status = child.Wait(kLimit);
+  EXPECT_TRUE(status.has_value()) << "cosession_train did not finish:\n"
+                                  << child.output();
+  return {status ? ExitCodeOf(*status) : -1, child.output()};
+}
+
+TEST(TrainCli, HelpListsTheFlagsWithTheirHelpText) {
+  Finished run = RunTrain({"--help"});
+  EXPECT_EQ(run.output.find("No flags matched"), std::string::npos)
+      << run.output;
+  for (const char* text :
+       {"--learning_rate", "The optimizer's learning rate", "--max_steps",
+        "--checkpoint_dir", "--max_timelines", "--data", "--optimizer"}) {
+    EXPECT_NE(run.output.find(text), std::string::npos)
+        << "--help does not show '" << text << "':\n"
+        << run.output;
+  }
+}
+
+TEST(TrainCli, EveryBadFlagValueExitsWith2NamingTheFlag) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--learning_rate=nan", "--learning_rate"},
+      {"--learning_rate=-1", "--learning_rate"},
+      {"--learning_rate=fast", "--learning_rate"},
+      {"--max_steps=0", "--max_steps"},
+      {"--max_steps=ten", "--max_steps"},
+      {"--batch_size=0", "--batch_size"},
+      {"--optimizer=adagrad", "--optimizer"},
+      {"--hidden_units=64,x", "--hidden_units"},
+      {"--test_fraction=1.5", "--test_fraction"},
+      {"--max_timelines=-1", "--max_timelines"},
+      {"--save_checkpoint_steps=0", "--save_checkpoint_steps"},
+      {"--data=" + (dir / "missing.csv"), "--data"},
+      {"--no_such_flag=1", "--no_such_flag"},
+  };
+  for (const auto& [arg, flag] : bad) {
+    Finished run = RunTrain({arg, "--checkpoint_dir=" + (dir / "ckpt")});
+    EXPECT_EQ(run.exit_code, 2) << arg << ":\n" << run.output;
+    EXPECT_NE(run.output.find(flag), std::string::npos)
+        << arg << ": the message does not name " << flag << ":\n"
+        << run.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "ckpt")) << "a bad flag started training";
+}
+
+// The global step in the last "stopped at global step N" line.
+int64_t StoppedAt(const std::string& output) {
+  const std::string marker = "stopped at global step ";
+  const size_t at = output.rfind(marker);
+  if (at == std::string::npos) return -1;
+  int64_t step = -1;
+  std::vector<std::string> words =
+      absl::StrSplit(output.substr(at + marker.size()), ' ');
+  if (words.empty() || !absl::SimpleAtoi(words[0], &step)) return -1;
+  return step;
+}
+
+void ExpectACleanStopOn(int signal, int expected_exit_code) {
+  ScratchDir dir;
+  ChildProcess child({kTrain, "--checkpoint_dir=" + dir.path(),
+                      "--max_steps=1000000000", "--log_every_n_steps=20",
+                      "--save_checkpoint_steps=1000000000",
+                      "--profile_every_n_steps=1000000000"});
+  ASSERT_TRUE(child.started()) << child.error();
+  // Training is under way once step 20 is logged; no periodic checkpoint
+  // comes after the one at step 0, so a later one is the final checkpoint.
+  ASSERT_TRUE(child.WaitForOutput("Tensor<int64 []: 20>", kLimit))
+      << child.output();
+  child.Signal(signal);
+  std::optional<int> status = child.Wait(kLimit);
+  ASSERT_TRUE(status.has_value()) << "no exit after the signal:\n"
+                                  << child.output();
+  EXPECT_EQ(ExitCodeOf(*status), expected_exit_code) << child.output();
+  EXPECT_NE(child.output().find("stopping after this step"), std::string::npos)
+      << child.output();
+  const int64_t stopped = StoppedAt(child.output());
+  EXPECT_GE(stopped, 20) << child.output();
+
+  auto latest = LatestCheckpoint(dir.path());
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(*latest, dir / absl::StrCat("model.ckpt-", stopped))
+      << "the final checkpoint is not the step training stopped at";
+  EXPECT_TRUE(fs::exists(CheckpointFilePath(*latest)));
+}
+
+TEST(TrainCli, SigintStopsCleanlyWithAFinalCheckpointAndExits130) {
+  ExpectACleanStopOn(SIGINT, 130);
+}
+
+TEST(TrainCli, SigtermStopsCleanlyWithAFinalCheckpointAndExits143) {
+  ExpectACleanStopOn(SIGTERM, 143);
+}
+
+// 40 rows of 64 pixels and a label; row `bad_line` (1-based) has label 15.
+void WriteDigits(const std::string& path, int bad_line) {
+  std::ofstream out(path);
+  for (int line = 1; line <= 40; ++line) {
+    for (int pixel = 0; pixel < 64; ++pixel) out << (line + pixel) % 17 << ",";
+    out << (line == bad_line ? 15 : line % 10) << "\n";
+  }
+}
+
+TEST(TrainCli, ALabelOutOfRangeAnywhereFailsBeforeTrainingNamingFileAndLine) {
+  ScratchDir dir;
+  // Whichever split a row lands in, the run fails before the first step.
+  for (int bad_line : {1, 17, 40}) {
+    const std::string csv = dir / absl::StrCat("bad", bad_line, ".csv");
+    WriteDigits(csv, bad_line);
+    Finished run = RunTrain({"--data=" + csv,
+                        "--checkpoint_dir=" + (dir / "ckpt"),
+                        "--max_steps=5"});
+    EXPECT_EQ(run.exit_code, 1) << run.output;
+    EXPECT_NE(run.output.find(absl::StrCat(csv, ":", bad_line, ":")),
+              std::string::npos)
+        << run.output;
+    EXPECT_NE(run.output.find("label 15"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("training on"), std::string::npos)
+        << "training started before the data was checked:\n"
+        << run.output;
+  }
+  EXPECT_FALSE(fs::exists(dir / "ckpt"));
+}
+
+std::vector<std::string> FilesStartingWith(const std::string& dir,
+                                           const std::string& prefix) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+TEST(TrainCli, RemovesAKilledRunsTemporaryFilesAndKeepsTheNewestTimelines) {
+  ScratchDir dir;
+  // What a run killed mid-write leaves: "<file>.tmp.<pid>.<n>".
+  const std::vector<std::string> stale = {
+      "model.ckpt-5.safetensors.tmp.999999.0", "checkpoint.tmp.999999.1",
+      "timeline-4.json.tmp.999999.2"};
+  for (const std::string& name : stale) std::ofstream(dir / name) << "partial";
+  Finished run = RunTrain({"--checkpoint_dir=" + dir.path(), "--max_steps=20",
+                      "--profile_every_n_steps=2", "--max_timelines=3"});
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (const std::string& name : stale) {
+    EXPECT_FALSE(fs::exists(dir / name)) << name << " was left behind";
+  }
+  std::vector<std::string> timelines = FilesStartingWith(dir.path(),
+                                                         "timeline-");
+  std::sort(timelines.begin(), timelines.end());
+  EXPECT_EQ(timelines, (std::vector<std::string>{"timeline-16.json",
+                                                 "timeline-18.json",
+                                                 "timeline-20.json"}));
+}
+
+}  // namespace
+}  // namespace cosession::train_cli_test
