@@ -1,10 +1,15 @@
 // Session: runs a Graph, step by step, with its own variable state.
 //
 //   cosession::Session session(graph);                 // Runtime::Default()
-//   co_await session.Run({.targets = {init}}, asio::use_awaitable);
+//   RunArgs initialize{.targets = {init}};
+//   RunArgs step{.fetches = {loss}, .feeds = {{x, batch}}};
 //   absl::StatusOr<std::vector<Tensor>> values =
-//       co_await session.Run({.fetches = {loss}, .feeds = {{x, batch}}},
-//                            asio::use_awaitable);
+//       co_await session.Run(initialize, asio::use_awaitable);
+//   values = co_await session.Run(step, asio::use_awaitable);
+//
+// The RunArgs are named before the co_await: g++ 12 rejects a braced list
+// inside a co_await's operand ("array used as initializer";
+// docs/async_pitfalls.md).
 //
 // Run is an Asio initiating function: the same call works with
 // asio::use_awaitable, asio::use_future, a callback, asio::deferred, and the

@@ -88,6 +88,13 @@ for config in "${configs[@]}"; do
       exit 1
     fi
     rm -rf "$train_dir"
+    # The README's C++ examples build with g++ in cosession_readme_snippets
+    # (tests/CMakeLists.txt); clang 19 must accept them too.
+    layer_includes=()
+    for layer in build/release/layers/*; do layer_includes+=(-I "$layer"); done
+    clang++-19 -std=c++20 -fsyntax-only -Wall -Wextra -Werror \
+      "${layer_includes[@]}" -isystem /usr/include/eigen3 \
+      build/release/tests/readme_snippets.cc
     # The library as another project uses it (tests/consumer): installed
     # and found with find_package, then as a subdirectory of its sources
     # (built at -O0: only whether it builds and runs matters here).

@@ -7,8 +7,10 @@
 //   auto [x, y] = DatasetIteratorGetNext(graph, *dataset);
 //   auto hook = DatasetHook::Create({.get_next = x,
 //                                    .resume_from_global_step = true});
-//   ... MonitoredSession::Create(graph, {*hook, ...}, ...) ...
-//   while (!ms->ShouldStop()) co_await ms->Run({.fetches = {loss}}, ...);
+//   MonitoredSession::Hooks hooks = {*hook, ...};
+//   ... co_await MonitoredSession::Create(graph, hooks, ...) ...
+//   RunArgs step{.fetches = {loss}};
+//   while (!ms->ShouldStop()) auto values = co_await ms->Run(step, ...);
 //   // the step that meets the end returns OutOfRange; Close() is OK.
 //
 // Behaviour: AfterCreateSession calls StartDatasetIterator (see
