@@ -65,7 +65,7 @@
 #include "cosession/hooks/profiler_hook.h"
 #include "cosession/hooks/progress_hook.h"
 #include "cosession/io/console.h"
-#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/csv_dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"

@@ -38,6 +38,35 @@ bool ParseNumber(absl::string_view field, double& value) {
 
 }  // namespace
 
+bool IsBlankLine(absl::string_view line) { return Trim(line).empty(); }
+
+absl::Status ParseCsvFields(absl::string_view line, int64_t num_columns,
+                            char delimiter, std::vector<double>& values) {
+  // Count first, so that a short or long row is reported as such before
+  // any of its fields.
+  int64_t columns = 1;
+  for (char c : line) columns += c == delimiter ? 1 : 0;
+  if (columns != num_columns) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", num_columns, " columns, got ", columns));
+  }
+  int64_t column = 0;
+  while (true) {
+    const size_t sep = line.find(delimiter);
+    absl::string_view field = line.substr(0, sep);
+    ++column;
+    double value = 0;
+    if (!ParseNumber(field, value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "column ", column, ": '", Trim(field), "' is not a number"));
+    }
+    values.push_back(value);
+    if (sep == absl::string_view::npos) break;
+    line.remove_prefix(sep + 1);
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
                                   absl::string_view source,
                                   const CsvReadOptions& options) {
@@ -52,30 +81,16 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
     if (line_number <= options.skip_lines) continue;
     if (Trim(line).empty()) continue;
 
-    // Split once to count, so a short or long row is reported as such
-    // before any of its fields.
-    int64_t columns = 1;
-    for (char c : line) columns += c == options.delimiter ? 1 : 0;
-    if (table.num_columns == 0) table.num_columns = columns;
-    if (columns != table.num_columns) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source, ":", line_number, ": expected ",
-                       table.num_columns, " columns, got ", columns));
+    if (table.num_columns == 0) {
+      table.num_columns = 1;
+      for (char c : line) table.num_columns += c == options.delimiter ? 1 : 0;
     }
-    int64_t column = 0;
-    while (true) {
-      const size_t sep = line.find(options.delimiter);
-      absl::string_view field = line.substr(0, sep);
-      ++column;
-      double value = 0;
-      if (!ParseNumber(field, value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(source, ":", line_number, ": column ", column, ": '",
-                         Trim(field), "' is not a number"));
-      }
-      table.values.push_back(value);
-      if (sep == absl::string_view::npos) break;
-      line.remove_prefix(sep + 1);
+    if (absl::Status s = ParseCsvFields(line, table.num_columns,
+                                        options.delimiter, table.values);
+        !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat(source, ":", line_number, ": ",
+                                       s.message()));
     }
     table.lines.push_back(line_number);
   }

@@ -62,6 +62,17 @@ struct CsvReadOptions {
   int64_t skip_lines = 0;
 };
 
+// One row: appends the `num_columns` numbers of `line` (no '\n'; a
+// trailing '\r' is ignored) to `values`. InvalidArgument "expected N
+// columns, got M" or "column K: 'abc' is not a number", without a source:
+// the caller prefixes where the line came from. Some values may have been
+// appended on error.
+absl::Status ParseCsvFields(absl::string_view line, int64_t num_columns,
+                            char delimiter, std::vector<double>& values);
+
+// True when `line` is empty or only spaces, tabs and a '\r' (skipped rows).
+bool IsBlankLine(absl::string_view line);
+
 // Parses `text`; `source` names it in error messages.
 absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
                                   absl::string_view source,

@@ -2,256 +2,354 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
-#include <random>
+#include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "cosession/io/csv_reader.h"
+#include "cosession/pipeline/detail/stages.h"
+#include "cosession/pipeline/seeded_random.h"
 
 namespace cosession {
 namespace {
 
-absl::Status OptionError(absl::string_view option, absl::string_view problem) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("CsvDataset: ", option, " ", problem));
-}
+using detail::Node;
 
-uint64_t SplitMix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [0, bound), unbiased, the same on every platform (unlike
-// std::uniform_int_distribution, whose algorithm the standard leaves open).
-uint64_t UniformBelow(std::mt19937_64& engine, uint64_t bound) {
-  const uint64_t max = std::numeric_limits<uint64_t>::max();
-  const uint64_t limit = max - max % bound;
-  uint64_t r;
-  do {
-    r = engine();
-  } while (r >= limit);
-  return r % bound;
-}
-
-// A Fisher-Yates permutation of 0..n-1 from a stream keyed by (seed, salt).
-std::vector<int64_t> Permutation(int64_t n, uint64_t seed, uint64_t salt) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  uint64_t state = seed;
-  const uint64_t a = SplitMix64(state);
-  state ^= salt * 0xd1b54a32d192ed03ULL;
-  const uint64_t b = SplitMix64(state);
-  std::seed_seq seq{static_cast<uint32_t>(a), static_cast<uint32_t>(a >> 32),
-                    static_cast<uint32_t>(b), static_cast<uint32_t>(b >> 32)};
-  std::mt19937_64 engine(seq);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(
-        UniformBelow(engine, static_cast<uint64_t>(i + 1)));
-    std::swap(order[i], order[j]);
-  }
-  return order;
-}
-
-// Salts that keep the split's stream apart from the epochs' streams.
-constexpr uint64_t kEpochSalt = 1;
+// Salt that keeps SeededRowSplit's stream apart from the shuffles'.
 constexpr uint64_t kSplitSalt = 0x5b17'0000'0000'0001ULL;
+
+absl::Status ArgumentError(const Dataset& input, absl::string_view stage,
+                           absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      input.ok() ? input.DebugString() + "." : std::string(), stage, ": ",
+      problem));
+}
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const CsvDataset>> CsvDataset::Create(
-    CsvDatasetOptions options) {
-  if (options.files.empty()) return OptionError("files", "is empty");
-  for (const std::string& file : options.files) {
-    if (file.empty()) return OptionError("files", "holds an empty path");
+boost::asio::awaitable<ElementIterator::Result> NextOf(ElementIterator& it) {
+  if (std::optional<ElementIterator::Result> ready = it.TryNext()) {
+    co_return *std::move(ready);
   }
-  if (options.num_columns < 2) {
-    return OptionError("num_columns",
-                       absl::StrCat("must be at least 2 (features and a "
-                                    "label), got ",
-                                    options.num_columns));
-  }
-  if (options.label_column < -1 ||
-      options.label_column >= options.num_columns) {
-    return OptionError(
-        "label_column",
-        absl::StrCat("must be -1 (the last column) or in [0, ",
-                     options.num_columns, "), got ", options.label_column));
-  }
-  if (options.label_column == -1) {
-    options.label_column = options.num_columns - 1;
-  }
-  if (options.skip_lines < 0) {
-    return OptionError("skip_lines", absl::StrCat("must not be negative, got ",
-                                                  options.skip_lines));
-  }
-  if (options.feature_dtype != DType::kFloat) {
-    return OptionError(
-        "feature_dtype",
-        absl::StrCat("must be float, got ", DTypeName(options.feature_dtype)));
-  }
-  if (options.label_dtype != DType::kInt32 &&
-      options.label_dtype != DType::kInt64) {
-    return OptionError("label_dtype",
-                       absl::StrCat("must be int32 or int64, got ",
-                                    DTypeName(options.label_dtype)));
-  }
-  if (options.num_classes.has_value() && *options.num_classes < 1) {
-    return OptionError("num_classes", absl::StrCat("must be >= 1, got ",
-                                                   *options.num_classes));
-  }
-  if (options.keep_rows.has_value()) {
-    absl::flat_hash_set<int64_t> seen;
-    for (int64_t row : *options.keep_rows) {
-      if (row < 0) {
-        return OptionError("keep_rows",
-                           absl::StrCat("holds a negative row index: ", row));
-      }
-      if (!seen.insert(row).second) {
-        return OptionError("keep_rows",
-                           absl::StrCat("lists row ", row, " twice"));
-      }
-    }
-    std::sort(options.keep_rows->begin(), options.keep_rows->end());
-  }
-  if (options.batch_size < 1) {
-    return OptionError("batch_size", absl::StrCat("must be positive, got ",
-                                                  options.batch_size));
-  }
-  if (options.num_epochs < 1 && options.num_epochs != -1) {
-    return OptionError("num_epochs",
-                       absl::StrCat("must be positive or -1 (forever), got ",
-                                    options.num_epochs));
-  }
-  if (options.prefetch_batches < 1) {
-    return OptionError(
-        "prefetch_batches",
-        absl::StrCat("must be positive, got ", options.prefetch_batches));
-  }
-  return std::shared_ptr<const CsvDataset>(new CsvDataset(std::move(options)));
+  co_return co_await it.Next();
 }
 
-absl::StatusOr<std::shared_ptr<const DatasetRows>> CsvDataset::Load() const {
-  const int64_t features = num_features();
-  const int64_t label_column = options_.label_column;
-  auto rows = std::make_shared<DatasetRows>();
-  rows->num_features = features;
-  const std::vector<int64_t>* keep =
-      options_.keep_rows.has_value() ? &*options_.keep_rows : nullptr;
-  size_t next_kept = 0;  // keep_rows is sorted
-  int64_t row_index = 0;
-  const double min_label =
-      options_.label_dtype == DType::kInt32
-          ? static_cast<double>(std::numeric_limits<int32_t>::min())
-          : -9.2233720368547758e18;
-  const double max_label =
-      options_.label_dtype == DType::kInt32
-          ? static_cast<double>(std::numeric_limits<int32_t>::max())
-          : 9.2233720368547748e18;
-  for (const std::string& file : options_.files) {
-    absl::StatusOr<CsvTable> table =
-        ReadCsvFile(file, {.num_columns = options_.num_columns,
-                           .skip_lines = options_.skip_lines});
-    if (!table.ok()) return table.status();
-    for (int64_t r = 0; r < table->num_rows(); ++r, ++row_index) {
-      absl::Span<const double> row = table->row(r);
-      const double label = row[label_column];
-      if (options_.num_classes.has_value() &&
-          !(label >= 0 && label < static_cast<double>(*options_.num_classes) &&
-            std::floor(label) == label)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ":", table->lines[r], ": column ", label_column + 1,
-            ": label ", label, " is out of range [0, ", *options_.num_classes,
-            ") (num_classes)"));
+boost::asio::awaitable<absl::StatusOr<int64_t>> ElementIterator::Skip(
+    int64_t n) {
+  int64_t skipped = 0;
+  while (skipped < n) {
+    Result next = co_await NextOf(*this);
+    if (!next.ok()) co_return next.status();
+    if (!next->has_value()) break;
+    ++skipped;
+  }
+  co_return skipped;
+}
+
+Dataset::Dataset()
+    : status_(absl::FailedPreconditionError(
+          "an empty Dataset: make one with a source (Dataset::Range, "
+          "Dataset::TextLines, ...)")) {}
+
+Dataset Dataset::FromNode(std::shared_ptr<const DatasetNode> node) {
+  if (node == nullptr) {
+    return Failed(absl::InvalidArgumentError("Dataset::FromNode: null node"));
+  }
+  return Dataset(std::move(node), absl::OkStatus());
+}
+
+Dataset Dataset::Failed(absl::Status status) {
+  if (status.ok()) status = absl::InternalError("Dataset::Failed(OK)");
+  return Dataset(nullptr, std::move(status));
+}
+
+Dataset Dataset::FromElements(std::vector<Element> elements) {
+  for (size_t i = 1; i < elements.size(); ++i) {
+    absl::StatusOr<ElementSpec> common =
+        MostSpecificCommonSpec(SpecOf(elements[0]), SpecOf(elements[i]));
+    if (!common.ok()) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "FromElements: element ", i, " ", ElementSpecString(SpecOf(elements[i])),
+          " does not match element 0 ", ElementSpecString(SpecOf(elements[0])))));
+    }
+  }
+  return FromNode(detail::FromElementsNode(std::move(elements)));
+}
+
+Dataset Dataset::FromTensorSlices(std::vector<Tensor> tensors) {
+  if (tensors.empty()) {
+    return Failed(absl::InvalidArgumentError(
+        "FromTensorSlices: no tensors to slice"));
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].shape().dims() < 1) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "FromTensorSlices: tensor ", i, " is a scalar; every tensor must "
+          "have at least 1 dimension")));
+    }
+    if (tensors[i].shape().dim_size(0) != tensors[0].shape().dim_size(0)) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "FromTensorSlices: tensor ", i, " has ",
+          tensors[i].shape().dim_size(0), " slices, tensor 0 has ",
+          tensors[0].shape().dim_size(0),
+          "; all must have the same dimension 0")));
+    }
+  }
+  return FromNode(detail::FromTensorSlicesNode(std::move(tensors)));
+}
+
+Dataset Dataset::Range(int64_t start, int64_t stop, int64_t step) {
+  if (step == 0) {
+    return Failed(absl::InvalidArgumentError("Range: step must not be 0"));
+  }
+  return FromNode(detail::RangeNode(start, stop, step));
+}
+
+Dataset Dataset::TextLines(std::vector<std::string> files,
+                           TextLinesOptions options) {
+  if (files.empty()) {
+    return Failed(absl::InvalidArgumentError("TextLines: no files"));
+  }
+  for (const std::string& file : files) {
+    if (file.empty()) {
+      return Failed(
+          absl::InvalidArgumentError("TextLines: files holds an empty path"));
+    }
+  }
+  if (options.chunk_bytes < 1 || options.max_line_bytes < 1 ||
+      options.skip_lines < 0) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "TextLines: chunk_bytes and max_line_bytes must be >= 1 and "
+        "skip_lines >= 0, got ",
+        options.chunk_bytes, ", ", options.max_line_bytes, ", ",
+        options.skip_lines)));
+  }
+  return FromNode(detail::TextLinesNode(std::move(files), options));
+}
+
+Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
+                            int64_t block_length) {
+  if (inputs.empty()) {
+    return Failed(absl::InvalidArgumentError("Interleave: no inputs"));
+  }
+  if (cycle_length < 0 || block_length < 1) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "Interleave: cycle_length must be >= 0 (0 = all inputs) and "
+        "block_length >= 1, got ",
+        cycle_length, " and ", block_length)));
+  }
+  std::vector<Node> nodes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].ok()) {
+      return Failed(absl::Status(
+          inputs[i].status().code(),
+          absl::StrCat("Interleave: input ", i, ": ",
+                       inputs[i].status().message())));
+    }
+    std::optional<ElementSpec> a = inputs[0].spec();
+    std::optional<ElementSpec> b = inputs[i].spec();
+    if (a.has_value() && b.has_value() &&
+        !MostSpecificCommonSpec(*a, *b).ok()) {
+      return Failed(absl::InvalidArgumentError(absl::StrCat(
+          "Interleave: input ", i, " yields ", ElementSpecString(*b),
+          ", input 0 yields ", ElementSpecString(*a))));
+    }
+    nodes.push_back(inputs[i].node());
+  }
+  return FromNode(
+      detail::InterleaveNode(std::move(nodes), cycle_length, block_length));
+}
+
+Dataset Dataset::Map(MapFunction fn, MapOptions options) const {
+  if (!ok()) return *this;
+  if (!fn) return Failed(ArgumentError(*this, "Map", "the function is empty"));
+  if (options.parallelism < 1) {
+    return Failed(ArgumentError(
+        *this, "Map",
+        absl::StrCat("parallelism must be >= 1, got ", options.parallelism)));
+  }
+  return FromNode(detail::MapNode(node_, std::move(fn), std::move(options)));
+}
+
+Dataset Dataset::Map(AsyncMapFunction fn, MapOptions options) const {
+  if (!ok()) return *this;
+  if (!fn) return Failed(ArgumentError(*this, "Map", "the function is empty"));
+  if (options.parallelism < 1) {
+    return Failed(ArgumentError(
+        *this, "Map",
+        absl::StrCat("parallelism must be >= 1, got ", options.parallelism)));
+  }
+  return FromNode(
+      detail::AsyncMapNode(node_, std::move(fn), std::move(options)));
+}
+
+Dataset Dataset::Filter(Predicate pred) const {
+  if (!ok()) return *this;
+  if (!pred) {
+    return Failed(ArgumentError(*this, "Filter", "the predicate is empty"));
+  }
+  return FromNode(detail::FilterNode(node_, std::move(pred)));
+}
+
+Dataset Dataset::Shuffle(int64_t buffer_size, uint64_t seed,
+                         bool reshuffle_each_iteration) const {
+  if (!ok()) return *this;
+  if (buffer_size < 1) {
+    return Failed(ArgumentError(
+        *this, "Shuffle",
+        absl::StrCat("buffer_size must be >= 1, got ", buffer_size)));
+  }
+  return FromNode(detail::ShuffleNode(node_, buffer_size, seed,
+                                      reshuffle_each_iteration));
+}
+
+Dataset Dataset::Batch(int64_t batch_size, bool drop_remainder) const {
+  if (!ok()) return *this;
+  if (batch_size < 1) {
+    return Failed(ArgumentError(
+        *this, "Batch",
+        absl::StrCat("batch_size must be >= 1, got ", batch_size)));
+  }
+  std::optional<ElementSpec> spec = this->spec();
+  if (spec.has_value()) {
+    for (size_t i = 0; i < spec->size(); ++i) {
+      if ((*spec)[i].is_string) {
+        return Failed(ArgumentError(
+            *this, "Batch",
+            absl::StrCat("component ", i,
+                         " is a string; only tensors batch (Map the strings "
+                         "to tensors first)")));
       }
-      if (keep != nullptr) {
-        if (next_kept >= keep->size() || (*keep)[next_kept] != row_index) {
-          continue;
+    }
+  }
+  return FromNode(detail::BatchNode(node_, batch_size, drop_remainder));
+}
+
+Dataset Dataset::PaddedBatch(int64_t batch_size,
+                             PaddedBatchOptions options) const {
+  if (!ok()) return *this;
+  if (batch_size < 1) {
+    return Failed(ArgumentError(
+        *this, "PaddedBatch",
+        absl::StrCat("batch_size must be >= 1, got ", batch_size)));
+  }
+  std::optional<ElementSpec> spec = this->spec();
+  if (!spec.has_value() && options.padded_shapes.empty()) {
+    return Failed(ArgumentError(
+        *this, "PaddedBatch",
+        "the element spec is unknown: give padded_shapes (or "
+        "MapOptions::output_spec)"));
+  }
+  const size_t components =
+      spec.has_value() ? spec->size() : options.padded_shapes.size();
+  if (options.padded_shapes.empty()) {
+    for (const ComponentSpec& c : *spec) {
+      options.padded_shapes.push_back(c.shape);
+    }
+  }
+  if (options.padded_shapes.size() != components) {
+    return Failed(ArgumentError(
+        *this, "PaddedBatch",
+        absl::StrCat(options.padded_shapes.size(), " padded_shapes for ",
+                     components, " components")));
+  }
+  if (!options.padding_values.empty() &&
+      options.padding_values.size() != components) {
+    return Failed(ArgumentError(
+        *this, "PaddedBatch",
+        absl::StrCat(options.padding_values.size(), " padding_values for ",
+                     components, " components")));
+  }
+  for (size_t i = 0; i < components; ++i) {
+    const TensorShape& padded = options.padded_shapes[i];
+    if (padded.unknown_rank()) {
+      return Failed(ArgumentError(
+          *this, "PaddedBatch",
+          absl::StrCat("padded_shapes[", i, "] has an unknown rank")));
+    }
+    if (spec.has_value()) {
+      const ComponentSpec& c = (*spec)[i];
+      if (c.is_string) {
+        return Failed(ArgumentError(
+            *this, "PaddedBatch",
+            absl::StrCat("component ", i, " is a string")));
+      }
+      if (!c.shape.unknown_rank() && c.shape.dims() != padded.dims()) {
+        return Failed(ArgumentError(
+            *this, "PaddedBatch",
+            absl::StrCat("padded_shapes[", i, "] ", padded.DebugString(),
+                         " has another rank than component ", i, " ",
+                         c.DebugString())));
+      }
+      if (!options.padding_values.empty()) {
+        const Tensor& v = options.padding_values[i];
+        if (v.shape().dims() != 0 || v.dtype() != c.dtype) {
+          return Failed(ArgumentError(
+              *this, "PaddedBatch",
+              absl::StrCat("padding_values[", i, "] must be a ",
+                           DTypeName(c.dtype), " scalar")));
         }
-        ++next_kept;
-      }
-      if (std::floor(label) != label || label < min_label ||
-          label > max_label) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            file, ":", table->lines[r], ": column ", label_column + 1,
-            ": label '", label, "' is not an integer in the range of ",
-            DTypeName(options_.label_dtype)));
-      }
-      rows->labels.push_back(static_cast<int64_t>(label));
-      for (int64_t c = 0; c < options_.num_columns; ++c) {
-        if (c != label_column) {
-          rows->features.push_back(static_cast<float>(row[c]));
-        }
       }
     }
   }
-  if (keep != nullptr && next_kept < keep->size()) {
-    return OptionError("keep_rows",
-                       absl::StrCat("holds row index ", (*keep)[next_kept],
-                                    ", past the last row: the files have ",
-                                    row_index, " rows"));
-  }
-  return std::shared_ptr<const DatasetRows>(std::move(rows));
+  return FromNode(
+      detail::PaddedBatchNode(node_, batch_size, std::move(options)));
 }
 
-int64_t CsvDataset::BatchesPerEpoch(int64_t num_rows) const {
-  const int64_t b = options_.batch_size;
-  return options_.drop_remainder ? num_rows / b : (num_rows + b - 1) / b;
+Dataset Dataset::Repeat(int64_t count) const {
+  if (!ok()) return *this;
+  if (count < -1) {
+    return Failed(ArgumentError(
+        *this, "Repeat",
+        absl::StrCat("count must be >= -1 (-1 = forever), got ", count)));
+  }
+  return FromNode(detail::RepeatNode(node_, count));
 }
 
-std::vector<int64_t> EpochOrder(int64_t n, std::optional<uint64_t> seed,
-                                int64_t epoch) {
-  if (!seed.has_value()) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    return order;
+Dataset Dataset::Take(int64_t count) const {
+  if (!ok()) return *this;
+  if (count < -1) {
+    return Failed(ArgumentError(
+        *this, "Take",
+        absl::StrCat("count must be >= -1 (-1 = all), got ", count)));
   }
-  return Permutation(n, *seed, kEpochSalt + static_cast<uint64_t>(epoch));
+  return FromNode(detail::TakeNode(node_, count));
 }
 
-DatasetStream::DatasetStream(std::shared_ptr<const CsvDataset> dataset,
-                             std::shared_ptr<const DatasetRows> rows,
-                             int64_t start_at_batch)
-    : dataset_(std::move(dataset)),
-      rows_(std::move(rows)),
-      next_batch_(std::max<int64_t>(start_at_batch, 0)),
-      batches_per_epoch_(dataset_->BatchesPerEpoch(rows_->size())) {}
+Dataset Dataset::Skip(int64_t count) const {
+  if (!ok()) return *this;
+  if (count < -1) {
+    return Failed(ArgumentError(
+        *this, "Skip",
+        absl::StrCat("count must be >= -1 (-1 = all), got ", count)));
+  }
+  return FromNode(detail::SkipNode(node_, count));
+}
 
-absl::StatusOr<DatasetBatch> DatasetStream::Next() {
-  const CsvDatasetOptions& options = dataset_->options();
-  const int64_t per_epoch = batches_per_epoch_;
-  if (per_epoch == 0 || (options.num_epochs != -1 &&
-                         next_batch_ / per_epoch >= options.num_epochs)) {
-    return absl::OutOfRangeError("End of sequence");
+Dataset Dataset::Prefetch(int64_t buffer_size) const {
+  if (!ok()) return *this;
+  if (buffer_size < 1) {
+    return Failed(ArgumentError(
+        *this, "Prefetch",
+        absl::StrCat("buffer_size must be >= 1, got ", buffer_size)));
   }
-  const int64_t epoch = next_batch_ / per_epoch;
-  const int64_t in_epoch = next_batch_ % per_epoch;
-  if (epoch != order_epoch_) {
-    order_ = EpochOrder(rows_->size(), options.shuffle_seed, epoch);
-    order_epoch_ = epoch;
-  }
-  const int64_t begin = in_epoch * options.batch_size;
-  const int64_t end = std::min(begin + options.batch_size, rows_->size());
-  const int64_t b = end - begin;
-  const int64_t f = rows_->num_features;
-  DatasetBatch batch;
-  batch.features = Tensor::Allocate(DType::kFloat, TensorShape{b, f});
-  batch.labels = Tensor::Allocate(options.label_dtype, TensorShape{b});
-  absl::Span<float> features = batch.features.mutable_flat<float>();
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t row = order_[begin + i];
-    std::copy_n(rows_->features.begin() + row * f, f, features.begin() + i * f);
-    if (options.label_dtype == DType::kInt32) {
-      batch.labels.mutable_flat<int32_t>()[i] =
-          static_cast<int32_t>(rows_->labels[row]);
-    } else {
-      batch.labels.mutable_flat<int64_t>()[i] = rows_->labels[row];
-    }
-  }
-  ++next_batch_;
-  return batch;
+  return FromNode(detail::PrefetchNode(node_, buffer_size));
+}
+
+std::optional<ElementSpec> Dataset::spec() const {
+  if (!ok()) return std::nullopt;
+  return node_->spec();
+}
+
+bool Dataset::deterministic() const { return ok() && node_->deterministic(); }
+
+std::string Dataset::DebugString() const {
+  if (!ok()) return absl::StrCat("<failed: ", status_.message(), ">");
+  return node_->DebugString();
+}
+
+absl::StatusOr<std::unique_ptr<ElementIterator>> Dataset::MakeIterator(
+    const IteratorContext& context) const {
+  if (!ok()) return status_;
+  return node_->MakeIterator(context);
 }
 
 absl::StatusOr<RowSplit> SeededRowSplit(int64_t num_rows, double first_fraction,
@@ -267,7 +365,15 @@ absl::StatusOr<RowSplit> SeededRowSplit(int64_t num_rows, double first_fraction,
   }
   const auto first_size = static_cast<int64_t>(
       std::llround(static_cast<double>(num_rows) * first_fraction));
-  std::vector<int64_t> order = Permutation(num_rows, seed, kSplitSalt);
+  // A Fisher-Yates permutation; its first first_size rows go first.
+  std::vector<int64_t> order(static_cast<size_t>(num_rows));
+  for (int64_t i = 0; i < num_rows; ++i) order[i] = i;
+  std::mt19937_64 engine = SeededEngine(seed, kSplitSalt);
+  for (int64_t i = num_rows - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(
+        UniformBelow(engine, static_cast<uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
   RowSplit split;
   split.first.assign(order.begin(), order.begin() + first_size);
   split.second.assign(order.begin() + first_size, order.end());

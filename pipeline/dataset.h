@@ -1,164 +1,260 @@
-// CsvDataset: a deterministic stream of batches read from CSV files (plain
-// or gzip) -- the data side of an input pipeline, as TensorFlow's
-//   tf.data.experimental.CsvDataset(files).filter(rows).shuffle(seed)
-//       .batch(batch_size, drop_remainder).repeat(num_epochs)
-// The asynchronous side (prefetching producer, the IteratorGetNext op) is in
-// pipeline/dataset_iterator.h.
+// Dataset: an input pipeline as a chain of asynchronous stages, as
+// TensorFlow's tf.data:
 //
-//   auto dataset = CsvDataset::Create({.files = {"digits.csv.gz"},
-//                                      .num_columns = 65,
-//                                      .keep_rows = split.first,
-//                                      .shuffle_seed = 42,
-//                                      .batch_size = 32,
-//                                      .num_epochs = 10});
+//   Dataset lines = Dataset::TextLines({"digits.csv.gz"});
+//   Dataset batches = lines.Map(ParseCsvRow({.num_columns = 65}),
+//                               {.parallelism = 2})
+//                         .Shuffle(1024, /*seed=*/42)
+//                         .Batch(32)
+//                         .Repeat()
+//                         .Prefetch(2);
 //
-// The stream, by batch index b = 0, 1, ...:
-//   * Rows: every file's rows in order (rows of file 2 after those of file
-//     1), numbered from 0 across files; with keep_rows, only those rows, in
-//     that file order (keep_rows is a set).
-//   * Epoch e is one pass over the kept rows in EpochOrder(n, seed, e): the
-//     file order without a seed, else a uniform permutation that depends
-//     only on (seed, e) -- a full shuffle (the rows are in memory, so no
-//     shuffle buffer is needed), different each epoch, the same in every run
-//     and on every platform (own Fisher-Yates over std::mt19937_64).
-//   * Each epoch is cut into batches of batch_size rows; its last batch is
-//     smaller (or dropped, with drop_remainder). Batches never span epochs,
-//     so batch b is batch b % P of epoch b / P (P = BatchesPerEpoch()).
-//   * After num_epochs epochs (-1: never) the stream ends: OutOfRange.
-// Hence starting at batch b yields exactly the tail, from b on, of the
-// stream an uninterrupted run produces: resuming after a restart is exact.
+// A Dataset is an immutable description (cheap to copy, shareable between
+// threads); its iterators produce the stream. Each stage's iterator yields
+// elements (pipeline/element.h) through an awaited Next() that completes
+// with an element, the end of the sequence, or an error; awaiting never
+// blocks a thread (file sources read in chunks on the pool, see
+// TextLines). The stages (TensorFlow's names and semantics):
+//   sources      FromElements, FromTensorSlices, Range, TextLines (here);
+//                ReadLines / ReadRecords over any Asio AsyncReadStream, and
+//                TcpLines (pipeline/stream_source.h); FromGenerator and
+//                FromChannel (pipeline/generator_source.h); CSV rows as a
+//                Map over lines (pipeline/csv_rows.h).
+//   transforms   Map (a function or a coroutine, in parallel on the pool,
+//                in input order when deterministic), Filter,
+//                Shuffle(buffer, seed), Batch, PaddedBatch, Repeat, Take,
+//                Skip, Prefetch(n) (a bounded buffer filled ahead by a
+//                coordinated task), Interleave.
+// Each stage's header comment in its .cc file states its semantics; the
+// summary is in the method comments below.
 //
-// A batch: features, float [B, F] (F = num_columns - 1, in column order
-// without the label); labels, int32 or int64 [B].
+// Bad arguments do not throw: the chain carries the first one as status()
+// (InvalidArgument naming the stage and the argument), and MakeIterator,
+// DatasetIteratorGetNext and friends report it.
 //
-// Errors: Create returns InvalidArgument naming the bad option. Load (run
-// on a pool thread by the pipeline) returns the reader's errors (see
-// io/csv_reader.h: NotFound, DataLoss, InvalidArgument with file and
-// line), InvalidArgument "<file>:<line>: column K: label '3.5' is not an
-// integer" (or out of the label dtype's range), "<file>:<line>: column K:
-// label 15 is out of range [0, 10) (num_classes)", and InvalidArgument when a
-// keep_rows index is past the last row.
+// Iterators (ElementIterator) are single-consumer: one Next() at a time,
+// from one coroutine (any executor). A Next() in flight is cancelled by the
+// awaiting coroutine's cancellation (a stop, a cancelled step), completing
+// with Cancelled or the cancellation's exception; every wait of the chain --
+// a socket read, a full buffer -- is cancelled with it. Work a stage started
+// on the pool (a parallel map's call) finishes there and is dropped.
 //
-// Thread safety: a CsvDataset is immutable and may be shared by any number
-// of threads and iterators. Load is blocking file I/O. A DatasetStream is a
-// plain single-threaded cursor.
+// Exact resume: an iterator over a deterministic dataset (deterministic()
+// true: no socket, channel or generator, no non-deterministic map) yields
+// the same stream every time. A position -- the number of elements taken --
+// therefore resumes exactly: Skip(position) on a new iterator continues
+// with the elements an uninterrupted run would have produced, shuffle
+// buffers included. Stages skip without computing where they can (Range,
+// slices and lines skip without building elements, Map without calling its
+// function, Batch by skipping its input); a Shuffle replays its input.
+// pipeline/dataset_iterator.h keeps the position in a checkpointed
+// variable.
 #ifndef COSESSION_PIPELINE_DATASET_H_
 #define COSESSION_PIPELINE_DATASET_H_
 
+#include <boost/asio/awaitable.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "cosession/graph/dtype.h"
-#include "cosession/graph/tensor.h"
+#include "cosession/async/coordinator.h"
+#include "cosession/async/runtime.h"
+#include "cosession/pipeline/element.h"
 
 namespace cosession {
 
-struct CsvDatasetOptions {
-  // Read in this order; each may be plain text or gzip.
-  std::vector<std::string> files{};
-  // Columns of every row, the label included (required, >= 2). A row with
-  // another count is InvalidArgument "<file>:<line>: expected N columns,
-  // got M".
-  int64_t num_columns = 0;
-  // 0-based column of the label; -1 = the last column.
-  int64_t label_column = -1;
-  // Leading lines of each file to ignore (a header).
+// Where a dataset's iterators run and who stops them.
+struct IteratorContext {
+  // Parallel maps' calls and file reads run on this pool.
+  Runtime::executor_type pool;
+  // Prefetch producers run as its coordinated tasks: its stop cancels them
+  // and its Join waits for them. Required by chains with a Prefetch.
+  Coordinator* coordinator = nullptr;
+  // Mixed into shuffle seeds: Repeat gives each epoch its own, so that a
+  // reshuffling Shuffle differs epoch to epoch and is the same run to run.
+  uint64_t iteration = 0;
+};
+
+class ElementIterator {
+ public:
+  // An element, the end of the sequence (nullopt), or an error.
+  using Result = absl::StatusOr<std::optional<Element>>;
+
+  virtual ~ElementIterator() = default;
+
+  // The next result when it is ready without waiting; nullopt when the
+  // caller must await Next() instead (which then continues where this
+  // stopped). Never blocks on a wait. Stages that never wait answer here,
+  // so a chain of them runs without a coroutine frame per element.
+  virtual std::optional<Result> TryNext() { return std::nullopt; }
+
+  // The next result. After the end, every call returns the end again.
+  virtual boost::asio::awaitable<Result> Next() = 0;
+
+  // Skips up to n >= 0 elements; completes with how many it skipped (fewer
+  // at the end of the sequence). The default takes them with Next().
+  virtual boost::asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n);
+};
+
+// A stage: what a Dataset holds. For stages of one's own (a source), derive
+// from it and wrap it with Dataset::FromNode.
+class DatasetNode {
+ public:
+  virtual ~DatasetNode() = default;
+  virtual absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const = 0;
+  // What each element looks like; nullopt when unknown (after a Map without
+  // MapOptions::output_spec).
+  virtual std::optional<ElementSpec> spec() const = 0;
+  // True when every iterator yields the same stream.
+  virtual bool deterministic() const = 0;
+  // The chain up to here, e.g. "Range(0, 10).Batch(4)".
+  virtual std::string DebugString() const = 0;
+};
+
+// Awaits `it`'s next result, taking the synchronous path when it is ready.
+boost::asio::awaitable<ElementIterator::Result> NextOf(ElementIterator& it);
+
+using MapFunction = std::function<absl::StatusOr<Element>(Element)>;
+using AsyncMapFunction =
+    std::function<boost::asio::awaitable<absl::StatusOr<Element>>(Element)>;
+using Predicate = std::function<absl::StatusOr<bool>(const Element&)>;
+
+struct MapOptions {
+  // Calls in flight at once; 1 runs the function in the iterator's
+  // coroutine, more run it on the pool (an AsyncMapFunction is spawned
+  // there).
+  int64_t parallelism = 1;
+  // With parallelism > 1: true keeps the input order; false returns results
+  // as they finish (each exactly once, the end never early), and the stream
+  // is no longer deterministic.
+  bool deterministic = true;
+  // What the function returns; unset = unknown (an IteratorGetNext op then
+  // needs a stage that fixes it, or fails naming this Map).
+  std::optional<ElementSpec> output_spec{};
+  // For messages: "Map(<name>)".
+  std::string name{};
+};
+
+struct TextLinesOptions {
+  // Bytes read per chunk (the memory a file source holds besides a line).
+  int64_t chunk_bytes = 1 << 16;
+  // A longer line is InvalidArgument "<file>:<line>: line longer than N
+  // bytes" (a binary file, a missing newline): nothing grows without bound.
+  int64_t max_line_bytes = 1 << 20;
+  // Leading lines of each file to skip (a header).
   int64_t skip_lines = 0;
-  // kFloat only.
-  DType feature_dtype = DType::kFloat;
-  // kInt32 or kInt64; the label column must hold integers in its range.
-  DType label_dtype = DType::kInt32;
-  // When set, every label must be in [0, num_classes) (class indices); Load
-  // checks every row of the files, kept or not, so that a bad row anywhere
-  // (a held-out one too) is found before training starts.
-  std::optional<int64_t> num_classes{};
-  // 0-based indices (across files) of the rows to keep; unset = all rows.
-  // No negative index, no index twice.
-  std::optional<std::vector<int64_t>> keep_rows{};
-  // Unset = no shuffling (file order every epoch).
-  std::optional<uint64_t> shuffle_seed{};
-  int64_t batch_size = 32;
-  // Drop the last, smaller batch of each epoch.
+};
+
+struct PaddedBatchOptions {
+  // Per component, the shape to pad to; kUnknownDim pads that dimension to
+  // the longest in the batch. Empty = each component's spec shape (unknown
+  // dimensions to the longest).
+  std::vector<TensorShape> padded_shapes{};
+  // Per component, the value to pad with (a scalar of its dtype); empty =
+  // zeros.
+  std::vector<Tensor> padding_values{};
   bool drop_remainder = false;
-  // Passes over the rows; -1 = forever.
-  int64_t num_epochs = 1;
-  // Capacity, in batches, of the prefetch channel between the producer and
-  // IteratorGetNext (>= 1).
-  int64_t prefetch_batches = 2;
 };
 
-struct DatasetBatch {
-  Tensor features{};  // float [B, F]
-  Tensor labels{};    // label_dtype [B]
-};
-
-// The kept rows, decoded: what a stream batches.
-struct DatasetRows {
-  int64_t num_features = 0;
-  std::vector<float> features{};  // row-major, size() * num_features
-  std::vector<int64_t> labels{};
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
-};
-
-class CsvDataset {
+class Dataset {
  public:
-  static absl::StatusOr<std::shared_ptr<const CsvDataset>> Create(
-      CsvDatasetOptions options);
+  // An empty dataset description, not ok(): status() says so.
+  Dataset();
 
-  const CsvDatasetOptions& options() const { return options_; }
-  int64_t num_features() const { return options_.num_columns - 1; }
+  // --- Sources ---
+  // The elements, in order.
+  static Dataset FromElements(std::vector<Element> elements);
+  // One element per slice along dimension 0 of every tensor (all at least
+  // rank 1, with the same dimension 0).
+  static Dataset FromTensorSlices(std::vector<Tensor> tensors);
+  // int64 scalars start, start + step, ... before stop (Python's range;
+  // a step away from stop gives nothing). step != 0.
+  static Dataset Range(int64_t start, int64_t stop, int64_t step = 1);
+  static Dataset Range(int64_t stop) { return Range(0, stop); }
+  // One string element per line of each file in turn (plain or gzip,
+  // detected by content), read chunk by chunk on the pool -- never the whole
+  // file. Lines end at '\n'; a '\r' before it is dropped; a last line
+  // without '\n' counts; empty lines are elements too. Origins are
+  // "<file>:<line>". Errors: NotFound/PermissionDenied naming the file,
+  // DataLoss for corrupt gzip, InvalidArgument for an overlong line.
+  static Dataset TextLines(std::vector<std::string> files,
+                           TextLinesOptions options = {});
+  // Round-robin over `inputs`: block_length elements from each of
+  // cycle_length open inputs in turn (0 = all of them), opening the next
+  // input when one ends; ends when all ended. TensorFlow's interleave with
+  // the datasets given (many files, many sockets).
+  static Dataset Interleave(std::vector<Dataset> inputs,
+                            int64_t cycle_length = 0,
+                            int64_t block_length = 1);
+  // A stage of one's own.
+  static Dataset FromNode(std::shared_ptr<const DatasetNode> node);
+  // A chain that failed to build (what a bad argument makes).
+  static Dataset Failed(absl::Status status);
 
-  // Reads every file and keeps the chosen rows. Blocking I/O.
-  absl::StatusOr<std::shared_ptr<const DatasetRows>> Load() const;
+  // --- Transformations ---
+  // fn(element) for every element. An error from fn ends the stream with
+  // it (InvalidArgument "Map(name): <origin>: ..." as fn words it); an
+  // OutOfRange from fn becomes InvalidArgument (it is not an end); an
+  // exception becomes Internal naming the stage.
+  Dataset Map(MapFunction fn, MapOptions options = {}) const;
+  Dataset Map(AsyncMapFunction fn, MapOptions options = {}) const;
+  // The elements for which pred is true, in order.
+  Dataset Filter(Predicate pred) const;
+  // TensorFlow's shuffle: a buffer of buffer_size elements; each output is
+  // drawn uniformly from the buffer (refilled from the input); seeded, so
+  // the same seed gives the same stream; with reshuffle_each_iteration, each
+  // Repeat epoch draws differently (and the same in every run).
+  Dataset Shuffle(int64_t buffer_size, uint64_t seed,
+                  bool reshuffle_each_iteration = true) const;
+  // Stacks batch_size consecutive elements per component (same shapes in a
+  // batch); the last, smaller batch is kept unless drop_remainder.
+  Dataset Batch(int64_t batch_size, bool drop_remainder = false) const;
+  // Batch for elements of different shapes: each component is padded at
+  // the end of every dimension to PaddedBatchOptions' shapes.
+  Dataset PaddedBatch(int64_t batch_size,
+                      PaddedBatchOptions options = {}) const;
+  // count passes (a new input iterator each); -1 = forever; 0 = none.
+  Dataset Repeat(int64_t count = -1) const;
+  // The first count elements (-1 = all).
+  Dataset Take(int64_t count) const;
+  // All but the first count elements (-1 = none left).
+  Dataset Skip(int64_t count) const;
+  // A buffer of buffer_size >= 1 elements that a coordinated task fills
+  // ahead of the consumer, on a strand of the pool: the chain before it
+  // runs off the consumer's path (and off the coordinator's strand). The
+  // producer waits while the buffer is full, so a slow consumer slows the
+  // source (a socket is then not read).
+  Dataset Prefetch(int64_t buffer_size) const;
 
-  // Batches in one epoch of `num_rows` rows (0 when drop_remainder drops
-  // them all: the stream is then empty).
-  int64_t BatchesPerEpoch(int64_t num_rows) const;
+  // OK, or the first bad argument of the chain.
+  const absl::Status& status() const { return status_; }
+  bool ok() const { return status_.ok(); }
+  const std::shared_ptr<const DatasetNode>& node() const { return node_; }
+  std::optional<ElementSpec> spec() const;
+  bool deterministic() const;
+  std::string DebugString() const;
+
+  // A new iterator at the start of the stream.
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const;
 
  private:
-  explicit CsvDataset(CsvDatasetOptions options)
-      : options_(std::move(options)) {}
-  CsvDatasetOptions options_;
-};
-
-// The order in which epoch `epoch` visits rows 0..n-1: identity without a
-// seed, else a permutation that depends only on (seed, epoch).
-std::vector<int64_t> EpochOrder(int64_t n, std::optional<uint64_t> seed,
-                                int64_t epoch);
-
-// The batches of a dataset over loaded rows, from batch `start_at_batch` on
-// (see the file comment). Single-threaded.
-class DatasetStream {
- public:
-  // `start_at_batch` >= 0; past the end the stream is just empty.
-  DatasetStream(std::shared_ptr<const CsvDataset> dataset,
-                std::shared_ptr<const DatasetRows> rows,
-                int64_t start_at_batch);
-
-  // The next batch; OutOfRange ("End of sequence") after the last one, and
-  // on every later call.
-  absl::StatusOr<DatasetBatch> Next();
-  // The index of the batch Next() returns.
-  int64_t next_batch() const { return next_batch_; }
-
- private:
-  std::shared_ptr<const CsvDataset> dataset_;
-  std::shared_ptr<const DatasetRows> rows_;
-  int64_t next_batch_;
-  int64_t batches_per_epoch_;
-  int64_t order_epoch_ = -1;  // the epoch `order_` belongs to
-  std::vector<int64_t> order_;
+  Dataset(std::shared_ptr<const DatasetNode> node, absl::Status status)
+      : node_(std::move(node)), status_(std::move(status)) {}
+  std::shared_ptr<const DatasetNode> node_;
+  absl::Status status_;
 };
 
 // A seeded split of rows 0..num_rows-1 (e.g. 80/20 train/eval): `first`
 // gets round(num_rows * first_fraction) rows chosen uniformly, `second` the
-// rest; both sorted, ready for CsvDatasetOptions::keep_rows. Depends only on
-// (num_rows, first_fraction, seed). InvalidArgument when num_rows < 0 or
-// first_fraction is outside [0, 1].
+// rest; both sorted. Depends only on (num_rows, first_fraction, seed).
+// InvalidArgument when num_rows < 0 or first_fraction is outside [0, 1].
 struct RowSplit {
   std::vector<int64_t> first{};
   std::vector<int64_t> second{};

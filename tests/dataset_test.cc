@@ -3,7 +3,7 @@
 // resuming at a batch), and the IteratorGetNext op through a plain Session
 // and a MonitoredSession, including stops while the producer or GetNext
 // waits.
-#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/csv_dataset.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -22,7 +22,7 @@
 #include "cosession/graph/graph.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/saver.h"
-#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/csv_dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"

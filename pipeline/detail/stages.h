@@ -1,0 +1,46 @@
+// The stages behind Dataset's methods (pipeline/dataset.h), one factory per
+// stage, each defined in the .cc file of its concept. Arguments are
+// validated by the caller (dataset.cc); a factory gets valid ones.
+#ifndef COSESSION_PIPELINE_DETAIL_STAGES_H_
+#define COSESSION_PIPELINE_DETAIL_STAGES_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cosession/pipeline/dataset.h"
+
+namespace cosession::detail {
+
+using Node = std::shared_ptr<const DatasetNode>;
+
+// pipeline/memory_sources.cc
+Node FromElementsNode(std::vector<Element> elements);
+Node FromTensorSlicesNode(std::vector<Tensor> tensors);
+Node RangeNode(int64_t start, int64_t stop, int64_t step);
+// pipeline/text_lines.cc
+Node TextLinesNode(std::vector<std::string> files, TextLinesOptions options);
+// pipeline/map.cc
+Node MapNode(Node input, MapFunction fn, MapOptions options);
+Node AsyncMapNode(Node input, AsyncMapFunction fn, MapOptions options);
+// pipeline/element_filters.cc: the stages that pass elements through.
+Node FilterNode(Node input, Predicate pred);
+Node TakeNode(Node input, int64_t count);
+Node SkipNode(Node input, int64_t count);
+Node RepeatNode(Node input, int64_t count);
+// pipeline/shuffle.cc
+Node ShuffleNode(Node input, int64_t buffer_size, uint64_t seed,
+                 bool reshuffle_each_iteration);
+// pipeline/batch.cc
+Node BatchNode(Node input, int64_t batch_size, bool drop_remainder);
+Node PaddedBatchNode(Node input, int64_t batch_size, PaddedBatchOptions options);
+// pipeline/prefetch.cc
+Node PrefetchNode(Node input, int64_t buffer_size);
+// pipeline/interleave.cc
+Node InterleaveNode(std::vector<Node> inputs, int64_t cycle_length,
+                    int64_t block_length);
+
+}  // namespace cosession::detail
+
+#endif  // COSESSION_PIPELINE_DETAIL_STAGES_H_

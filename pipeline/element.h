@@ -1,0 +1,105 @@
+// Element: one item of a dataset's stream -- a tuple of components, each a
+// Tensor or a string (a line of text, a record's bytes: what TensorFlow
+// holds in a tf.string scalar) -- and, for messages about it, where it came
+// from ("digits.csv:17", "tcp 127.0.0.1:5000: record 12").
+//
+// ElementSpec: what every element of a dataset looks like, component by
+// component -- a string, or a tensor of a dtype and a shape whose unknown
+// dimensions are kUnknownDim (a batch's leading dimension, say). Datasets
+// derive it stage by stage (pipeline/dataset.h); the IteratorGetNext op
+// takes its outputs' dtypes and shapes from it, and checks each element
+// against it.
+//
+// Thread safety: plain values. An Element's tensors share their buffers
+// (graph/tensor.h): copies are cheap, and a component is never written
+// after the element was handed on.
+#ifndef COSESSION_PIPELINE_ELEMENT_H_
+#define COSESSION_PIPELINE_ELEMENT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "cosession/graph/dtype.h"
+#include "cosession/graph/tensor.h"
+#include "cosession/graph/tensor_shape.h"
+
+namespace cosession {
+
+using Component = std::variant<Tensor, std::string>;
+
+// Where an element came from. A file source numbers its lines from 1
+// ("<file>:<line>"); a stream source numbers its lines or records from 1
+// ("<name>: line <n>", "<name>: record <n>"). Computed elements (a batch, a
+// map's result) keep the origin of their first input.
+struct ElementOrigin {
+  enum class Kind { kNone, kFileLine, kStreamLine, kStreamRecord };
+  Kind kind = Kind::kNone;
+  std::shared_ptr<const std::string> source{};
+  int64_t index = 0;
+
+  // "digits.csv:17", "tcp 127.0.0.1:5000: record 12", or "" for kNone.
+  std::string ToString() const;
+  // "<ToString()>: <message>", or the message alone without an origin.
+  std::string Describe(std::string_view message) const;
+};
+
+struct Element {
+  absl::InlinedVector<Component, 2> components{};
+  ElementOrigin origin{};
+
+  size_t size() const { return components.size(); }
+  // The tensor or the string at `i`; a programming error (throws
+  // StatusError) when it holds the other kind or is out of range.
+  const Tensor& tensor(size_t i) const;
+  Tensor& tensor(size_t i);
+  const std::string& text(size_t i) const;
+};
+
+// An element of tensors.
+Element MakeElement(std::vector<Tensor> tensors);
+
+struct ComponentSpec {
+  // A string component (dtype and shape are then ignored).
+  bool is_string = false;
+  DType dtype = DType::kFloat;
+  TensorShape shape{};
+
+  static ComponentSpec String() { return {.is_string = true}; }
+  static ComponentSpec Of(DType dtype, TensorShape shape) {
+    return {.is_string = false, .dtype = dtype, .shape = std::move(shape)};
+  }
+  // "string", "float [-1, 64]".
+  std::string DebugString() const;
+  friend bool operator==(const ComponentSpec&, const ComponentSpec&) = default;
+};
+
+using ElementSpec = std::vector<ComponentSpec>;
+
+// "(float [-1, 64], int32 [-1])".
+std::string ElementSpecString(const ElementSpec& spec);
+
+// The spec of one element, exactly (every dimension known).
+ElementSpec SpecOf(const Element& element);
+
+// The spec both a and b satisfy: equal where they agree, unknown dimensions
+// where they do not. InvalidArgument when the component count, a kind or a
+// dtype differs, or a rank differs.
+absl::StatusOr<ElementSpec> MostSpecificCommonSpec(const ElementSpec& a,
+                                                   const ElementSpec& b);
+
+// OK when `element` satisfies `spec`; else InvalidArgument, naming the
+// component, what was expected and what came (and the element's origin),
+// prefixed with `what` ("IteratorGetNext 'train_batch'").
+absl::Status CheckElement(const Element& element, const ElementSpec& spec,
+                          std::string_view what);
+
+}  // namespace cosession
+
+#endif  // COSESSION_PIPELINE_ELEMENT_H_

@@ -1,0 +1,328 @@
+// The stages that pass their input's elements through unchanged: Filter,
+// Take, Skip, Repeat (tf.data's semantics).
+//   Filter   the elements for which pred is true; pred's error ends the
+//            stream with it, an exception becomes Internal.
+//   Take     the first count (-1: all); Skip the rest after count (-1: all).
+//   Repeat   count passes, each over a new input iterator whose
+//            IteratorContext::iteration is this pass's (so a reshuffling
+//            Shuffle differs per pass); -1 forever, 0 nothing. An input that
+//            is empty ends a forever-Repeat instead of spinning.
+// All forward TryNext, so a chain of them runs without coroutine frames
+// when their input is ready.
+#include <boost/asio/use_awaitable.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/pipeline/detail/stages.h"
+#include "cosession/pipeline/seeded_random.h"
+
+namespace cosession::detail {
+namespace {
+
+namespace asio = boost::asio;
+using Result = ElementIterator::Result;
+
+// A stage over one input with the input's spec and determinism.
+class PassThroughDataset : public DatasetNode {
+ public:
+  explicit PassThroughDataset(Node input) : input_(std::move(input)) {}
+  std::optional<ElementSpec> spec() const override { return input_->spec(); }
+  bool deterministic() const override { return input_->deterministic(); }
+
+ protected:
+  Node input_;
+};
+
+class FilterIterator : public ElementIterator {
+ public:
+  FilterIterator(std::unique_ptr<ElementIterator> input,
+                 std::shared_ptr<const Predicate> pred)
+      : input_(std::move(input)), pred_(std::move(pred)) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      std::optional<Result> in = input_->TryNext();
+      if (!in.has_value()) return std::nullopt;
+      if (std::optional<Result> out = Keep(*std::move(in))) return out;
+    }
+  }
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      if (std::optional<Result> out = Keep(co_await NextOf(*input_))) {
+        co_return *std::move(out);
+      }
+    }
+  }
+
+ private:
+  // The result to return, or nullopt for an element filtered out.
+  std::optional<Result> Keep(Result in) {
+    if (!in.ok() || !in->has_value()) return in;
+    absl::StatusOr<bool> keep = absl::UnknownError("");
+    try {
+      keep = (*pred_)(**in);
+    } catch (...) {
+      return Result(StatusFromException(std::current_exception(), "Filter"));
+    }
+    if (!keep.ok()) return Result(keep.status());
+    if (!*keep) return std::nullopt;
+    return in;
+  }
+  std::unique_ptr<ElementIterator> input_;
+  std::shared_ptr<const Predicate> pred_;
+};
+
+class FilterDataset : public PassThroughDataset {
+ public:
+  FilterDataset(Node input, Predicate pred)
+      : PassThroughDataset(std::move(input)),
+        pred_(std::make_shared<const Predicate>(std::move(pred))) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<FilterIterator>(*std::move(input), pred_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Filter()");
+  }
+
+ private:
+  std::shared_ptr<const Predicate> pred_;
+};
+
+class TakeIterator : public ElementIterator {
+ public:
+  TakeIterator(std::unique_ptr<ElementIterator> input, int64_t count)
+      : input_(std::move(input)), left_(count) {}
+  std::optional<Result> TryNext() override {
+    if (left_ == 0) return Result(std::optional<Element>());
+    std::optional<Result> in = input_->TryNext();
+    if (in.has_value()) Count(*in);
+    return in;
+  }
+  asio::awaitable<Result> Next() override {
+    if (left_ == 0) co_return std::optional<Element>();
+    Result in = co_await input_->Next();
+    Count(in);
+    co_return in;
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    const int64_t want = left_ < 0 ? n : std::min(n, left_);
+    absl::StatusOr<int64_t> skipped = co_await input_->Skip(want);
+    if (skipped.ok() && left_ > 0) left_ -= *skipped;
+    co_return skipped;
+  }
+
+ private:
+  void Count(const Result& in) {
+    if (in.ok() && in->has_value() && left_ > 0) --left_;
+  }
+  std::unique_ptr<ElementIterator> input_;
+  int64_t left_;  // -1: no limit
+};
+
+class TakeDataset : public PassThroughDataset {
+ public:
+  TakeDataset(Node input, int64_t count)
+      : PassThroughDataset(std::move(input)), count_(count) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<TakeIterator>(*std::move(input), count_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Take(", count_, ")");
+  }
+
+ private:
+  int64_t count_;
+};
+
+class SkipIterator : public ElementIterator {
+ public:
+  SkipIterator(std::unique_ptr<ElementIterator> input, int64_t count)
+      : input_(std::move(input)), to_skip_(count) {}
+  std::optional<Result> TryNext() override {
+    if (to_skip_ != 0) return std::nullopt;  // skipping may wait
+    return input_->TryNext();
+  }
+  asio::awaitable<Result> Next() override {
+    if (absl::Status skipped = co_await SkipLeading(); !skipped.ok()) {
+      co_return skipped;
+    }
+    if (done_) co_return std::optional<Element>();
+    co_return co_await NextOf(*input_);
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (absl::Status skipped = co_await SkipLeading(); !skipped.ok()) {
+      co_return skipped;
+    }
+    if (done_) co_return 0;
+    co_return co_await input_->Skip(n);
+  }
+
+ private:
+  asio::awaitable<absl::Status> SkipLeading() {
+    if (to_skip_ == 0) co_return absl::OkStatus();
+    if (to_skip_ < 0) {
+      done_ = true;  // Skip(-1): nothing is left
+      to_skip_ = 0;
+      co_return absl::OkStatus();
+    }
+    absl::StatusOr<int64_t> skipped = co_await input_->Skip(to_skip_);
+    if (!skipped.ok()) co_return skipped.status();
+    to_skip_ = 0;
+    co_return absl::OkStatus();
+  }
+  std::unique_ptr<ElementIterator> input_;
+  int64_t to_skip_;
+  bool done_ = false;
+};
+
+class SkipDataset : public PassThroughDataset {
+ public:
+  SkipDataset(Node input, int64_t count)
+      : PassThroughDataset(std::move(input)), count_(count) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<SkipIterator>(*std::move(input), count_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Skip(", count_, ")");
+  }
+
+ private:
+  int64_t count_;
+};
+
+// Salt that gives each Repeat pass its own iteration number.
+constexpr uint64_t kRepeatSalt = 0x7e9ea7'0000'0001ULL;
+
+class RepeatIterator : public ElementIterator {
+ public:
+  RepeatIterator(Node input, IteratorContext context, int64_t count)
+      : input_(std::move(input)), context_(context), count_(count) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      if (!failure_.ok()) return Result(failure_);
+      if (current_ == nullptr) {
+        if (!StartPass()) return Result(std::optional<Element>());
+        if (!failure_.ok()) continue;
+      }
+      std::optional<Result> in = current_->TryNext();
+      if (!in.has_value()) return std::nullopt;
+      if (std::optional<Result> out = Pass(*std::move(in))) return out;
+    }
+  }
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      if (!failure_.ok()) co_return failure_;
+      if (current_ == nullptr) {
+        if (!StartPass()) co_return std::optional<Element>();
+        if (!failure_.ok()) continue;
+      }
+      if (std::optional<Result> out = Pass(co_await NextOf(*current_))) {
+        co_return *std::move(out);
+      }
+    }
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (skipped < n) {
+      if (!failure_.ok()) co_return failure_;
+      if (current_ == nullptr) {
+        if (!StartPass()) break;
+        if (!failure_.ok()) continue;
+      }
+      absl::StatusOr<int64_t> some = co_await current_->Skip(n - skipped);
+      if (!some.ok()) co_return some.status();
+      skipped += *some;
+      elements_in_pass_ += *some;
+      if (skipped < n) EndPass();
+    }
+    co_return skipped;
+  }
+
+ private:
+  // Begins the next pass; false when there is none. A failed MakeIterator
+  // is recorded in failure_.
+  bool StartPass() {
+    if (count_ >= 0 && pass_ >= count_) return false;
+    // A pass that yielded nothing: the input is empty, and forever would
+    // spin without producing anything.
+    if (pass_ > 0 && elements_in_pass_ == 0) return false;
+    IteratorContext context = context_;
+    context.iteration = MixSeed(context_.iteration ^ kRepeatSalt,
+                                static_cast<uint64_t>(pass_));
+    auto iterator = input_->MakeIterator(context);
+    ++pass_;
+    elements_in_pass_ = 0;
+    if (!iterator.ok()) {
+      failure_ = iterator.status();
+      return true;
+    }
+    current_ = *std::move(iterator);
+    return true;
+  }
+  void EndPass() { current_ = nullptr; }
+  // The result to return, or nullopt at the end of a pass.
+  std::optional<Result> Pass(Result in) {
+    if (!in.ok()) {
+      failure_ = in.status();
+      return in;
+    }
+    if (!in->has_value()) {
+      EndPass();
+      return std::nullopt;
+    }
+    ++elements_in_pass_;
+    return in;
+  }
+
+  Node input_;
+  IteratorContext context_;
+  int64_t count_;
+  int64_t pass_ = 0;
+  int64_t elements_in_pass_ = 0;
+  std::unique_ptr<ElementIterator> current_;
+  absl::Status failure_;
+};
+
+class RepeatDataset : public PassThroughDataset {
+ public:
+  RepeatDataset(Node input, int64_t count)
+      : PassThroughDataset(std::move(input)), count_(count) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    return std::make_unique<RepeatIterator>(input_, context, count_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Repeat(", count_, ")");
+  }
+
+ private:
+  int64_t count_;
+};
+
+}  // namespace
+
+Node FilterNode(Node input, Predicate pred) {
+  return std::make_shared<FilterDataset>(std::move(input), std::move(pred));
+}
+Node TakeNode(Node input, int64_t count) {
+  return std::make_shared<TakeDataset>(std::move(input), count);
+}
+Node SkipNode(Node input, int64_t count) {
+  return std::make_shared<SkipDataset>(std::move(input), count);
+}
+Node RepeatNode(Node input, int64_t count) {
+  return std::make_shared<RepeatDataset>(std::move(input), count);
+}
+
+}  // namespace cosession::detail

@@ -1,0 +1,422 @@
+// Map: fn(element) for every element, as tf.data's map.
+//   * parallelism 1: fn runs in the iterator's coroutine (a MapFunction
+//     synchronously, inside TryNext when the input is ready).
+//   * parallelism P > 1: a window of up to P calls in flight, each started
+//     as soon as its input element is taken: a MapFunction is posted to the
+//     pool, an AsyncMapFunction is spawned on a strand of the pool of its
+//     own. deterministic returns the window's front once it finished
+//     (input order); otherwise the first finished call in the window. An
+//     input error takes its place in the window, so it comes after the
+//     results before it (deterministic).
+// Errors of fn end the stream with fn's status (its message is fn's own);
+// an OutOfRange from fn becomes InvalidArgument, so that it cannot pass for
+// the end of the input; an exception becomes Internal "Map(<name>) threw".
+// Skip skips the input without calling fn: fn must be a function of its
+// element (it is, for exact resume to hold anyway).
+// Cancellation: a waiting Next() completes with Cancelled. Destroying the
+// iterator cancels the coroutines in flight; plain calls in flight finish on
+// the pool and their results are dropped.
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <deque>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/strings/str_cat.h"
+#include "cosession/async/completion.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/pipeline/detail/stages.h"
+
+namespace cosession::detail {
+namespace {
+
+namespace asio = boost::asio;
+using Result = ElementIterator::Result;
+using MapResult = absl::StatusOr<Element>;
+
+std::string StageName(const MapOptions& options) {
+  return absl::StrCat("Map(", options.name, ")");
+}
+
+// What fn's result becomes in the stream.
+Result FromMapResult(MapResult result) {
+  if (!result.ok()) {
+    if (absl::IsOutOfRange(result.status())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the map function returned OutOfRange (not an end of input): ",
+          result.status().message()));
+    }
+    return result.status();
+  }
+  return std::optional<Element>(*std::move(result));
+}
+
+MapResult CallGuarded(const MapFunction& fn, Element element,
+                      const std::string& stage) {
+  try {
+    return fn(std::move(element));
+  } catch (...) {
+    return StatusFromException(std::current_exception(), stage);
+  }
+}
+
+class SequentialMapIterator : public ElementIterator {
+ public:
+  SequentialMapIterator(std::unique_ptr<ElementIterator> input,
+                        std::shared_ptr<const MapFunction> fn,
+                        std::string stage)
+      : input_(std::move(input)), fn_(std::move(fn)), stage_(std::move(stage)) {}
+
+  std::optional<Result> TryNext() override {
+    std::optional<Result> in = input_->TryNext();
+    if (!in.has_value()) return std::nullopt;
+    return Apply(*std::move(in));
+  }
+  asio::awaitable<Result> Next() override {
+    co_return Apply(co_await input_->Next());
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    co_return co_await input_->Skip(n);
+  }
+
+ private:
+  Result Apply(Result in) {
+    if (!in.ok() || !in->has_value()) return in;
+    return FromMapResult(CallGuarded(*fn_, **std::move(in), stage_));
+  }
+  std::unique_ptr<ElementIterator> input_;
+  std::shared_ptr<const MapFunction> fn_;
+  std::string stage_;
+};
+
+class SequentialAsyncMapIterator : public ElementIterator {
+ public:
+  SequentialAsyncMapIterator(std::unique_ptr<ElementIterator> input,
+                             std::shared_ptr<const AsyncMapFunction> fn,
+                             std::string stage)
+      : input_(std::move(input)), fn_(std::move(fn)), stage_(std::move(stage)) {}
+
+  asio::awaitable<Result> Next() override {
+    Result in = co_await NextOf(*input_);
+    if (!in.ok() || !in->has_value()) co_return in;
+    std::exception_ptr thrown;
+    MapResult out = absl::UnknownError("");
+    try {
+      out = co_await (*fn_)(**std::move(in));
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    if (thrown) co_return StatusFromException(thrown, stage_);
+    co_return FromMapResult(std::move(out));
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    co_return co_await input_->Skip(n);
+  }
+
+ private:
+  std::unique_ptr<ElementIterator> input_;
+  std::shared_ptr<const AsyncMapFunction> fn_;
+  std::string stage_;
+};
+
+// The calls in flight of a parallel map, in input order, shared with the
+// calls (which finish on other threads) and the one waiting consumer.
+class Window : public std::enable_shared_from_this<Window> {
+ public:
+  struct Slot {
+    std::optional<Result> result;  // guarded by the window's mutex
+    // An AsyncMapFunction's coroutine: its strand and its cancellation.
+    std::optional<asio::strand<Runtime::executor_type>> strand;
+    std::shared_ptr<asio::cancellation_signal> cancel;
+  };
+
+  explicit Window(bool deterministic) : deterministic_(deterministic) {}
+
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return slots_.size();
+  }
+  // A new slot at the back (already finished when `ready` is set).
+  std::shared_ptr<Slot> Add(std::optional<Result> ready = std::nullopt) {
+    auto slot = std::make_shared<Slot>();
+    std::lock_guard lock(mu_);
+    slot->result = std::move(ready);
+    slots_.push_back(slot);
+    return slot;
+  }
+  // A call finished; from any thread.
+  void Complete(const std::shared_ptr<Slot>& slot, Result result) {
+    absl::AnyInvocable<void(bool)> wake;
+    {
+      std::lock_guard lock(mu_);
+      slot->result = std::move(result);
+      if (waiter_ && ReadyLocked().has_value()) wake = std::move(waiter_);
+    }
+    if (wake) wake(true);
+  }
+  // The result to return now, if one is ready (removing its slot).
+  std::optional<Result> TakeReady() {
+    std::lock_guard lock(mu_);
+    std::optional<size_t> at = ReadyLocked();
+    if (!at.has_value()) return std::nullopt;
+    std::optional<Result> result = std::move(slots_[*at]->result);
+    slots_.erase(slots_.begin() + static_cast<std::ptrdiff_t>(*at));
+    return result;
+  }
+  // Completes with true once a result is ready, with false when cancelled.
+  template <typename CompletionToken>
+  auto WaitReady(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(bool)>(
+        [self = shared_from_this()](auto handler) {
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          auto done =
+              PostToHandler<bool>(std::move(handler), [](bool b) { return b; });
+          std::lock_guard lock(self->mu_);
+          if (self->ReadyLocked().has_value()) {
+            done(true);
+            return;
+          }
+          self->waiter_ = std::move(done);
+          if (slot.is_connected()) {
+            slot.assign([self](asio::cancellation_type) {
+              absl::AnyInvocable<void(bool)> wake;
+              {
+                std::lock_guard lock(self->mu_);
+                wake = std::move(self->waiter_);
+              }
+              if (wake) wake(false);
+            });
+          }
+        },
+        token);
+  }
+  // Cancels every coroutine in flight; results that come later are dropped.
+  void Shutdown() {
+    std::deque<std::shared_ptr<Slot>> slots;
+    {
+      std::lock_guard lock(mu_);
+      slots.swap(slots_);
+      waiter_ = nullptr;
+    }
+    for (const std::shared_ptr<Slot>& slot : slots) {
+      if (slot->cancel != nullptr) {
+        asio::dispatch(*slot->strand, [cancel = slot->cancel] {
+          cancel->emit(asio::cancellation_type::terminal);
+        });
+      }
+    }
+  }
+
+ private:
+  std::optional<size_t> ReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (deterministic_) {
+      if (!slots_.empty() && slots_.front()->result.has_value()) return 0;
+      return std::nullopt;
+    }
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i]->result.has_value()) return i;
+    }
+    return std::nullopt;
+  }
+
+  const bool deterministic_;
+  std::mutex mu_;
+  std::deque<std::shared_ptr<Slot>> slots_ ABSL_GUARDED_BY(mu_);
+  absl::AnyInvocable<void(bool)> waiter_ ABSL_GUARDED_BY(mu_);
+};
+
+// Starts one call of the map function for `element` into `slot`.
+using StartCall = std::function<void(std::shared_ptr<Window>,
+                                     std::shared_ptr<Window::Slot>, Element)>;
+
+class ParallelMapIterator : public ElementIterator {
+ public:
+  ParallelMapIterator(std::unique_ptr<ElementIterator> input,
+                      StartCall start_call, const MapOptions& options)
+      : input_(std::move(input)),
+        start_call_(std::move(start_call)),
+        parallelism_(static_cast<size_t>(options.parallelism)),
+        window_(std::make_shared<Window>(options.deterministic)),
+        stage_(StageName(options)) {}
+  ~ParallelMapIterator() override { window_->Shutdown(); }
+
+  std::optional<Result> TryNext() override {
+    TopUpFromReadyInput();
+    if (std::optional<Result> ready = window_->TakeReady()) return ready;
+    if (input_done_ && window_->size() == 0) {
+      return Result(std::optional<Element>());
+    }
+    return std::nullopt;
+  }
+
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      TopUpFromReadyInput();
+      if (std::optional<Result> ready = window_->TakeReady()) {
+        co_return *std::move(ready);
+      }
+      if (window_->size() == 0) {
+        if (input_done_) co_return std::optional<Element>();
+        // Nothing in flight: wait for the input.
+        Take(co_await input_->Next());
+        continue;
+      }
+      // Calls are in flight: wait for one of them, not for the input (a
+      // socket may be idle while results are ready); the input is topped
+      // up with what it has ready.
+      if (!co_await window_->WaitReady(asio::use_awaitable)) {
+        co_return absl::CancelledError(absl::StrCat(stage_, " was cancelled"));
+      }
+    }
+  }
+
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    // Results in flight first, then the input, without calls.
+    int64_t skipped = 0;
+    while (skipped < n && window_->size() > 0) {
+      Result next = co_await Next();
+      if (!next.ok()) co_return next.status();
+      if (!next->has_value()) co_return skipped;
+      ++skipped;
+    }
+    if (skipped == n || input_done_) co_return skipped;
+    absl::StatusOr<int64_t> rest = co_await input_->Skip(n - skipped);
+    if (!rest.ok()) co_return rest.status();
+    co_return skipped + *rest;
+  }
+
+ private:
+  // Starts calls for input elements that are ready without waiting.
+  void TopUpFromReadyInput() {
+    while (!input_done_ && window_->size() < parallelism_) {
+      std::optional<Result> in = input_->TryNext();
+      if (!in.has_value()) return;
+      Take(*std::move(in));
+    }
+  }
+  void Take(Result in) {
+    if (!in.ok()) {
+      input_done_ = true;
+      window_->Add(Result(in.status()));
+      return;
+    }
+    if (!in->has_value()) {
+      input_done_ = true;
+      return;
+    }
+    start_call_(window_, window_->Add(), **std::move(in));
+  }
+
+  std::unique_ptr<ElementIterator> input_;
+  StartCall start_call_;
+  size_t parallelism_;
+  std::shared_ptr<Window> window_;
+  std::string stage_;
+  bool input_done_ = false;
+};
+
+class MapDataset : public DatasetNode {
+ public:
+  MapDataset(Node input, std::shared_ptr<const MapFunction> fn,
+             std::shared_ptr<const AsyncMapFunction> async_fn,
+             MapOptions options)
+      : input_(std::move(input)),
+        fn_(std::move(fn)),
+        async_fn_(std::move(async_fn)),
+        options_(std::move(options)) {}
+
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<ElementIterator>> input =
+        input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    const std::string stage = StageName(options_);
+    if (options_.parallelism == 1) {
+      if (fn_ != nullptr) {
+        return std::make_unique<SequentialMapIterator>(*std::move(input), fn_,
+                                                       stage);
+      }
+      return std::make_unique<SequentialAsyncMapIterator>(*std::move(input),
+                                                          async_fn_, stage);
+    }
+    StartCall start;
+    Runtime::executor_type pool = context.pool;
+    if (fn_ != nullptr) {
+      start = [fn = fn_, pool, stage](std::shared_ptr<Window> window,
+                                      std::shared_ptr<Window::Slot> slot,
+                                      Element element) {
+        asio::post(pool, [fn, stage, window = std::move(window),
+                          slot = std::move(slot),
+                          element = std::move(element)]() mutable {
+          window->Complete(
+              slot, FromMapResult(CallGuarded(*fn, std::move(element), stage)));
+        });
+      };
+    } else {
+      start = [fn = async_fn_, pool, stage](std::shared_ptr<Window> window,
+                                            std::shared_ptr<Window::Slot> slot,
+                                            Element element) {
+        slot->strand.emplace(asio::make_strand(pool));
+        slot->cancel = std::make_shared<asio::cancellation_signal>();
+        auto call = [](std::shared_ptr<const AsyncMapFunction> fn,
+                       Element element) -> asio::awaitable<MapResult> {
+          co_return co_await (*fn)(std::move(element));
+        };
+        asio::co_spawn(
+            *slot->strand, call(fn, std::move(element)),
+            asio::bind_cancellation_slot(
+                slot->cancel->slot(),
+                [window, slot, stage](std::exception_ptr thrown,
+                                      MapResult result) {
+                  window->Complete(
+                      slot, thrown ? Result(StatusFromException(thrown, stage))
+                                   : FromMapResult(std::move(result)));
+                }));
+      };
+    }
+    return std::make_unique<ParallelMapIterator>(*std::move(input),
+                                                 std::move(start), options_);
+  }
+  std::optional<ElementSpec> spec() const override {
+    return options_.output_spec;
+  }
+  bool deterministic() const override {
+    return input_->deterministic() &&
+           (options_.parallelism == 1 || options_.deterministic);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".", StageName(options_));
+  }
+
+ private:
+  Node input_;
+  std::shared_ptr<const MapFunction> fn_;
+  std::shared_ptr<const AsyncMapFunction> async_fn_;
+  MapOptions options_;
+};
+
+}  // namespace
+
+Node MapNode(Node input, MapFunction fn, MapOptions options) {
+  return std::make_shared<MapDataset>(
+      std::move(input), std::make_shared<const MapFunction>(std::move(fn)),
+      nullptr, std::move(options));
+}
+
+Node AsyncMapNode(Node input, AsyncMapFunction fn, MapOptions options) {
+  return std::make_shared<MapDataset>(
+      std::move(input), nullptr,
+      std::make_shared<const AsyncMapFunction>(std::move(fn)),
+      std::move(options));
+}
+
+}  // namespace cosession::detail

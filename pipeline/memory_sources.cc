@@ -1,0 +1,171 @@
+// The in-memory sources: FromElements, FromTensorSlices, Range. They never
+// wait, skip in O(1) and are deterministic. A slice is a copy of its rows
+// (a new tensor): the source tensors stay shared and immutable.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "cosession/pipeline/detail/stages.h"
+#include "cosession/pipeline/detail/sync_iterator.h"
+
+namespace cosession::detail {
+namespace {
+
+namespace asio = boost::asio;
+
+// An iterator over n positions, where position i is make(i).
+template <typename Make>
+class IndexIterator : public SyncIterator {
+ public:
+  IndexIterator(int64_t n, Make make) : n_(n), make_(std::move(make)) {}
+  Result NextNow() override {
+    if (next_ >= n_) return std::optional<Element>();
+    return std::optional<Element>(make_(next_++));
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    const int64_t skipped = std::min(n, n_ - next_);
+    next_ += skipped;
+    co_return skipped;
+  }
+
+ private:
+  int64_t n_;
+  Make make_;
+  int64_t next_ = 0;
+};
+
+template <typename Make>
+std::unique_ptr<ElementIterator> MakeIndexIterator(int64_t n, Make make) {
+  return std::make_unique<IndexIterator<Make>>(n, std::move(make));
+}
+
+class FromElementsDataset : public DatasetNode {
+ public:
+  explicit FromElementsDataset(std::vector<Element> elements)
+      : elements_(std::make_shared<const std::vector<Element>>(
+            std::move(elements))) {
+    if (!elements_->empty()) {
+      ElementSpec spec = SpecOf((*elements_)[0]);
+      for (const Element& e : *elements_) {
+        spec = *MostSpecificCommonSpec(spec, SpecOf(e));
+      }
+      spec_ = std::move(spec);
+    }
+  }
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext&) const override {
+    return MakeIndexIterator(
+        static_cast<int64_t>(elements_->size()),
+        [elements = elements_](int64_t i) { return (*elements)[i]; });
+  }
+  std::optional<ElementSpec> spec() const override { return spec_; }
+  bool deterministic() const override { return true; }
+  std::string DebugString() const override {
+    return absl::StrCat("FromElements(", elements_->size(), ")");
+  }
+
+ private:
+  std::shared_ptr<const std::vector<Element>> elements_;
+  std::optional<ElementSpec> spec_;
+};
+
+class FromTensorSlicesDataset : public DatasetNode {
+ public:
+  explicit FromTensorSlicesDataset(std::vector<Tensor> tensors)
+      : tensors_(std::make_shared<const std::vector<Tensor>>(
+            std::move(tensors))) {
+    ElementSpec spec;
+    for (const Tensor& t : *tensors_) {
+      spec.push_back(ComponentSpec::Of(t.dtype(), SliceShape(t)));
+    }
+    spec_ = std::move(spec);
+  }
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext&) const override {
+    return MakeIndexIterator(
+        (*tensors_)[0].shape().dim_size(0),
+        [tensors = tensors_](int64_t i) {
+          Element element;
+          for (const Tensor& t : *tensors) {
+            Tensor slice = Tensor::Allocate(t.dtype(), SliceShape(t));
+            const size_t bytes = slice.TotalBytes();
+            if (bytes > 0) {
+              std::memcpy(slice.raw_data(),
+                          static_cast<const char*>(t.raw_data()) +
+                              static_cast<size_t>(i) * bytes,
+                          bytes);
+            }
+            element.components.emplace_back(std::move(slice));
+          }
+          return element;
+        });
+  }
+  std::optional<ElementSpec> spec() const override { return spec_; }
+  bool deterministic() const override { return true; }
+  std::string DebugString() const override {
+    return absl::StrCat("FromTensorSlices(", (*tensors_)[0].shape().dim_size(0),
+                        ")");
+  }
+
+ private:
+  static TensorShape SliceShape(const Tensor& t) {
+    return TensorShape(t.shape().dim_sizes().subspan(1));
+  }
+  std::shared_ptr<const std::vector<Tensor>> tensors_;
+  ElementSpec spec_;
+};
+
+class RangeDataset : public DatasetNode {
+ public:
+  RangeDataset(int64_t start, int64_t stop, int64_t step)
+      : start_(start), stop_(stop), step_(step) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext&) const override {
+    // Python's len(range(start, stop, step)), without overflow.
+    int64_t n = 0;
+    if (step_ > 0 && start_ < stop_) {
+      n = static_cast<int64_t>(
+          (static_cast<uint64_t>(stop_) - static_cast<uint64_t>(start_) - 1) /
+              static_cast<uint64_t>(step_) +
+          1);
+    } else if (step_ < 0 && start_ > stop_) {
+      n = static_cast<int64_t>(
+          (static_cast<uint64_t>(start_) - static_cast<uint64_t>(stop_) - 1) /
+              (0 - static_cast<uint64_t>(step_)) +
+          1);
+    }
+    return MakeIndexIterator(n, [start = start_, step = step_](int64_t i) {
+      Element element;
+      element.components.emplace_back(Tensor::Scalar<int64_t>(
+          static_cast<int64_t>(static_cast<uint64_t>(start) +
+                               static_cast<uint64_t>(i) *
+                                   static_cast<uint64_t>(step))));
+      return element;
+    });
+  }
+  std::optional<ElementSpec> spec() const override {
+    return ElementSpec{ComponentSpec::Of(DType::kInt64, TensorShape{})};
+  }
+  bool deterministic() const override { return true; }
+  std::string DebugString() const override {
+    return absl::StrCat("Range(", start_, ", ", stop_, ", ", step_, ")");
+  }
+
+ private:
+  int64_t start_, stop_, step_;
+};
+
+}  // namespace
+
+Node FromElementsNode(std::vector<Element> elements) {
+  return std::make_shared<FromElementsDataset>(std::move(elements));
+}
+Node FromTensorSlicesNode(std::vector<Tensor> tensors) {
+  return std::make_shared<FromTensorSlicesDataset>(std::move(tensors));
+}
+Node RangeNode(int64_t start, int64_t stop, int64_t step) {
+  return std::make_shared<RangeDataset>(start, stop, step);
+}
+
+}  // namespace cosession::detail

@@ -1,0 +1,130 @@
+// TextLines: one string element per line of each file in turn, read chunk
+// by chunk (io/line_file_reader.h). Opening a file and reading a chunk are
+// blocking I/O, so Next() runs them on the pool and awaits them; TryNext()
+// serves the lines of the chunk in memory. A cancelled read leaves the
+// iterator stopped: the read finishes on the pool with the reader it owns,
+// and every later Next() is Cancelled.
+#include <boost/asio/use_awaitable.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cosession/io/line_file_reader.h"
+#include "cosession/pipeline/detail/on_pool.h"
+#include "cosession/pipeline/detail/stages.h"
+
+namespace cosession::detail {
+namespace {
+
+namespace asio = boost::asio;
+
+class TextLinesIterator : public ElementIterator {
+ public:
+  TextLinesIterator(std::shared_ptr<const std::vector<std::string>> files,
+                    TextLinesOptions options, Runtime::executor_type pool)
+      : files_(std::move(files)), options_(options), pool_(std::move(pool)) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      if (!failure_.ok()) return Result(failure_);
+      if (next_file_ >= files_->size() && reader_ == nullptr) {
+        return Result(std::optional<Element>());
+      }
+      if (reader_ == nullptr) return std::nullopt;  // open: I/O
+      absl::StatusOr<LineFileReader::Line> line = reader_->NextBuffered();
+      if (!line.ok()) return Result(Fail(line.status()));
+      switch (line->state) {
+        case LineFileReader::State::kNeedsRead:
+          return std::nullopt;
+        case LineFileReader::State::kEnd:
+          reader_ = nullptr;
+          continue;
+        case LineFileReader::State::kLine:
+          if (line->number <= options_.skip_lines) continue;
+          Element element;
+          element.components.emplace_back(std::string(line->text));
+          element.origin = {.kind = ElementOrigin::Kind::kFileLine,
+                            .source = source_,
+                            .index = line->number};
+          return Result(std::move(element));
+      }
+    }
+  }
+
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      if (std::optional<Result> ready = TryNext()) co_return *std::move(ready);
+      if (reader_ == nullptr) {
+        const std::string path = (*files_)[next_file_++];
+        LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
+                                      .max_line_bytes = options_.max_line_bytes};
+        using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
+        Opened opened = co_await AsyncOnPool<Opened>(
+            pool_,
+            [path, options]() -> Opened {
+              auto reader = LineFileReader::Open(path, options);
+              if (!reader.ok()) return reader.status();
+              return std::shared_ptr<LineFileReader>(*std::move(reader));
+            },
+            absl::StrCat("reading '", path, "' was cancelled"),
+            asio::use_awaitable);
+        if (!opened.ok()) co_return Fail(opened.status());
+        reader_ = *std::move(opened);
+        source_ = std::make_shared<const std::string>(path);
+        continue;
+      }
+      absl::Status read = co_await AsyncOnPool<absl::Status>(
+          pool_, [reader = reader_] { return reader->ReadChunk(); },
+          absl::StrCat("reading '", reader_->path(), "' was cancelled"),
+          asio::use_awaitable);
+      if (!read.ok()) co_return Fail(read);
+    }
+  }
+
+ private:
+  // Stops the iterator: every later call returns `status`.
+  absl::Status Fail(absl::Status status) {
+    failure_ = status;
+    reader_ = nullptr;  // a cancelled read still holds its own reference
+    return status;
+  }
+
+  std::shared_ptr<const std::vector<std::string>> files_;
+  TextLinesOptions options_;
+  Runtime::executor_type pool_;
+  size_t next_file_ = 0;
+  std::shared_ptr<LineFileReader> reader_;
+  std::shared_ptr<const std::string> source_;
+  absl::Status failure_;
+};
+
+class TextLinesDataset : public DatasetNode {
+ public:
+  TextLinesDataset(std::vector<std::string> files, TextLinesOptions options)
+      : files_(std::make_shared<const std::vector<std::string>>(
+            std::move(files))),
+        options_(options) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    return std::make_unique<TextLinesIterator>(files_, options_, context.pool);
+  }
+  std::optional<ElementSpec> spec() const override {
+    return ElementSpec{ComponentSpec::String()};
+  }
+  bool deterministic() const override { return true; }
+  std::string DebugString() const override {
+    return absl::StrCat("TextLines(", absl::StrJoin(*files_, ", "), ")");
+  }
+
+ private:
+  std::shared_ptr<const std::vector<std::string>> files_;
+  TextLinesOptions options_;
+};
+
+}  // namespace
+
+Node TextLinesNode(std::vector<std::string> files, TextLinesOptions options) {
+  return std::make_shared<TextLinesDataset>(std::move(files), options);
+}
+
+}  // namespace cosession::detail
