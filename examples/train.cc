@@ -5,7 +5,13 @@
 //
 // The data: a seeded 80/20 train/test split of the 1,797 rows; training reads
 // the train rows through the asynchronous input pipeline (shuffled each
-// epoch, batched, prefetched by a coordinated task).
+// epoch, batched, prefetched by a coordinated task). With
+// --data=tcp://HOST:PORT it trains on the CSV rows read from that
+// connection (pipeline/stream_source.h), on the program's event loop,
+// until the peer closes it or --max_steps; test_accuracy is then measured
+// on --eval_data (default: the shipped digits' held-out split).
+//   zcat data/digits.csv.gz | nc -l -p 5000 &
+//   cosession_train --data=tcp://127.0.0.1:5000
 // The model: an MLP, 64-128-10 by default, trained with Adam.
 // The hooks: a progress bar (plain lines when stdout is not a terminal),
 // loss and accuracy logged every --log_every_n_steps, the step rate,
@@ -17,7 +23,7 @@
 //   events.out.tfevents.*                       TensorBoard event files
 //   timeline-<step>.json                        Chrome traces (Perfetto)
 // Run it again with the same --checkpoint_dir and it resumes from the saved
-// step (the input pipeline too, at the batch the saved step reached); raise
+// step (the input pipeline too, at the batch the checkpoint saved); raise
 // --max_steps to train further.
 //
 // Ctrl-C or SIGTERM stops it cleanly: the step loop ends, every hook's End
@@ -66,14 +72,21 @@
 #include "cosession/hooks/progress_hook.h"
 #include "cosession/io/console.h"
 #include "cosession/pipeline/csv_dataset.h"
+#include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/pipeline/stream_source.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
 #include "cosession/training/stop_on_signals.h"
 #include "examples/mlp_classifier.h"
 
 ABSL_FLAG(std::string, data, COSESSION_DIGITS_CSV,
-          "The digits CSV (plain or gzip): 64 pixel columns, then the label");
+          "The digits CSV (plain or gzip): 64 pixel columns, then the label; "
+          "or tcp://HOST:PORT to train on the rows read from that connection "
+          "until the peer closes it");
+ABSL_FLAG(std::string, eval_data, "",
+          "With --data=tcp://...: the CSV to measure test_accuracy on "
+          "(empty = the held-out split of the shipped digits)");
 ABSL_FLAG(std::vector<std::string>, hidden_units, {"128"},
           "Sizes of the hidden layers, comma-separated (model size)");
 ABSL_FLAG(std::string, optimizer, "adam", "adam, momentum or sgd");
@@ -107,6 +120,10 @@ constexpr double kPixelScale = 1.0 / 16.0;
 
 struct Flags {
   std::string data;
+  // Set when --data=tcp://HOST:PORT.
+  std::string tcp_host;
+  uint16_t tcp_port = 0;
+  std::string eval_data;
   MlpClassifierOptions model;
   int64_t max_steps;
   int64_t batch_size;
@@ -173,9 +190,26 @@ absl::StatusOr<Flags> ReadFlags() {
     return FlagError("max_timelines",
                      absl::StrCat("must be >= 0, got ", f.max_timelines));
   }
-  if (::access(f.data.c_str(), R_OK) != 0) {
+  f.eval_data = absl::GetFlag(FLAGS_eval_data);
+  if (absl::string_view address = f.data;
+      absl::ConsumePrefix(&address, "tcp://")) {
+    const size_t colon = address.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 ||
+        port > 65535) {
+      return FlagError("data", absl::StrCat("'", f.data,
+                                            "' is not tcp://HOST:PORT"));
+    }
+    f.tcp_host = std::string(address.substr(0, colon));
+    f.tcp_port = static_cast<uint16_t>(port);
+  } else if (::access(f.data.c_str(), R_OK) != 0) {
     return FlagError("data", absl::StrCat("cannot read '", f.data,
                                           "': ", std::strerror(errno)));
+  }
+  if (!f.eval_data.empty() && ::access(f.eval_data.c_str(), R_OK) != 0) {
+    return FlagError("eval_data", absl::StrCat("cannot read '", f.eval_data,
+                                               "': ", std::strerror(errno)));
   }
   COSESSION_RETURN_IF_ERROR(positive(f.max_steps, "max_steps"));
   COSESSION_RETURN_IF_ERROR(positive(f.batch_size, "batch_size"));
@@ -194,15 +228,58 @@ absl::StatusOr<Flags> ReadFlags() {
   return f;
 }
 
-// The train rows' dataset, and the test rows as one batch. Reads the file
-// here, before training starts: counting the rows needs it once.
+// The train batches' dataset, and the test rows as one batch. Reads the
+// file here, before training starts: counting the rows needs it once.
 struct Data {
-  std::shared_ptr<const CsvDataset> train;
+  Dataset train;
   DatasetBatch test;
-  int64_t num_train = 0;
+  // What training reads, for the log: "1438 rows", "tcp host:port".
+  std::string source;
 };
 
+// The held-out split of `file` (or, with `all_rows`, every row) as one
+// batch; every row is checked, so a label out of range names its file and
+// line before training starts.
+absl::StatusOr<DatasetBatch> LoadTestBatch(const std::string& file,
+                                           bool all_rows, const Flags& f) {
+  CsvDatasetOptions all{.files = {file},
+                        .num_columns = kDigitsColumns,
+                        .num_classes = kNumClasses};
+  COSESSION_ASSIGN_OR_RETURN(auto everything, CsvDataset::Create(all));
+  COSESSION_ASSIGN_OR_RETURN(auto rows, everything->Load());
+  CsvDatasetOptions test = all;
+  if (all_rows) {
+    test.batch_size = rows->size();
+  } else {
+    COSESSION_ASSIGN_OR_RETURN(
+        RowSplit split, SeededRowSplit(rows->size(), 1.0 - f.test_fraction,
+                                       static_cast<uint64_t>(f.seed)));
+    test.batch_size = static_cast<int64_t>(split.second.size());
+    test.keep_rows = std::move(split.second);
+  }
+  COSESSION_ASSIGN_OR_RETURN(auto test_dataset, CsvDataset::Create(test));
+  COSESSION_ASSIGN_OR_RETURN(auto test_rows, test_dataset->Load());
+  DatasetStream stream(test_dataset, test_rows, 0);
+  return stream.Next();
+}
+
 absl::StatusOr<Data> LoadData(const Flags& f) {
+  if (!f.tcp_host.empty()) {
+    Data data;
+    data.source = absl::StrCat("rows from tcp ", f.tcp_host, ":", f.tcp_port);
+    // Rows as they arrive, parsed and batched; the stream ends when the
+    // peer closes the connection.
+    data.train = CsvRows(TcpLines(f.tcp_host, f.tcp_port),
+                         {.num_columns = kDigitsColumns,
+                          .num_classes = kNumClasses})
+                     .Batch(f.batch_size);
+    const bool shipped = f.eval_data.empty();
+    COSESSION_ASSIGN_OR_RETURN(
+        data.test, LoadTestBatch(shipped ? std::string(COSESSION_DIGITS_CSV)
+                                         : f.eval_data,
+                                 /*all_rows=*/!shipped, f));
+    return data;
+  }
   // Every row is checked here, the held-out ones too, before training:
   // a label out of range names its file and line.
   CsvDatasetOptions all{.files = {f.data},
@@ -214,13 +291,14 @@ absl::StatusOr<Data> LoadData(const Flags& f) {
                              SeededRowSplit(rows->size(), 1.0 - f.test_fraction,
                                             static_cast<uint64_t>(f.seed)));
   Data data;
-  data.num_train = static_cast<int64_t>(split.first.size());
+  data.source = absl::StrCat(split.first.size(), " rows");
   CsvDatasetOptions train = all;
   train.keep_rows = std::move(split.first);
   train.shuffle_seed = static_cast<uint64_t>(f.seed);
   train.batch_size = f.batch_size;
   train.num_epochs = -1;  // max_steps ends training
-  COSESSION_ASSIGN_OR_RETURN(data.train, CsvDataset::Create(train));
+  COSESSION_ASSIGN_OR_RETURN(auto train_dataset, CsvDataset::Create(train));
+  data.train = CsvBatches(std::move(train_dataset));
 
   CsvDatasetOptions test = all;
   test.batch_size = static_cast<int64_t>(split.second.size());
@@ -249,7 +327,9 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   Graph& g = *setup.graph;
   g.set_seed(f.seed);
   try {
-    setup.batch = DatasetIteratorGetNext(g, setup.data.train, "train_batch");
+    std::vector<Output> batch = IteratorGetNext(g, setup.data.train,
+                                                "train_batch", /*buffer_size=*/2);
+    setup.batch = {.features = batch[0], .labels = batch[1]};
   } catch (const StatusError& e) {
     return e.status();
   }
@@ -259,7 +339,7 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   const MlpClassifier& model = setup.model;
   COSESSION_ASSIGN_OR_RETURN(
       setup.input, DatasetHook::Create({.get_next = setup.batch.features,
-                                        .resume_from_global_step = true}));
+                                        .resume_from_checkpoint = true}));
   COSESSION_ASSIGN_OR_RETURN(
       auto progress,
       ProgressHook::Create({.last_step = f.max_steps,
@@ -328,10 +408,10 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
   MonitoredSession& session = **created;
   interrupt->session = &session;
   interrupt->Stop();  // a signal that came while the session was created
-  // The input pipeline started at the restored global step (one batch per
-  // step), so this is also where a resumed run picks up.
-  Say(absl::StrFormat("training on %d rows, starting at global step %d",
-                      data.num_train, input->last_start_batch()));
+  // The input pipeline started at the batch the restored checkpoint
+  // reached, so this is also where a resumed run picks up.
+  Say(absl::StrFormat("training on %s, starting at batch %d", data.source,
+                      input->last_start_batch()));
 
   const auto start = std::chrono::steady_clock::now();
   RunArgs step{.targets = {model.train}};

@@ -66,10 +66,10 @@ absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {
         absl::StrCat(path_, ":", line_number_ + 1, ": line longer than ",
                      options_.max_line_bytes, " bytes"));
   };
-  const std::string_view rest =
-      std::string_view(chunk_).substr(chunk_pos_);
+  const absl::string_view rest =
+      absl::string_view(chunk_).substr(chunk_pos_);
   const size_t eol = rest.find('\n');
-  if (eol == std::string_view::npos) {
+  if (eol == absl::string_view::npos) {
     if (partial_.size() + rest.size() >
         static_cast<size_t>(options_.max_line_bytes)) {
       return too_long();
@@ -78,12 +78,12 @@ absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {
     // The end of the file: a last line without '\n', if any.
     if (partial_.empty() && rest.empty()) return Line{.state = State::kEnd};
     line_ = partial_;
-    line_.append(rest);
+    line_.append(rest.data(), rest.size());
     partial_.clear();
     chunk_pos_ = chunk_.size();
   } else if (partial_.empty()) {
     chunk_pos_ += eol + 1;
-    std::string_view text = rest.substr(0, eol);
+    absl::string_view text = rest.substr(0, eol);
     if (text.size() > static_cast<size_t>(options_.max_line_bytes)) {
       return too_long();
     }
@@ -91,14 +91,14 @@ absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {
     return Line{.state = State::kLine, .text = text, .number = ++line_number_};
   } else {
     line_ = partial_;
-    line_.append(rest.substr(0, eol));
+    line_.append(rest.data(), eol);
     partial_.clear();
     chunk_pos_ += eol + 1;
   }
   if (line_.size() > static_cast<size_t>(options_.max_line_bytes)) {
     return too_long();
   }
-  std::string_view text = line_;
+  absl::string_view text = line_;
   if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
   return Line{.state = State::kLine, .text = text, .number = ++line_number_};
 }

@@ -26,7 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 
@@ -49,7 +49,7 @@ class LineFileReader {
   struct Line {
     State state = State::kEnd;
     // With kLine: valid until the next call.
-    std::string_view text{};
+    absl::string_view text{};
     int64_t number = 0;
   };
 

@@ -12,7 +12,7 @@
 namespace cosession {
 namespace {
 
-absl::Status OptionError(std::string_view problem) {
+absl::Status OptionError(absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("CsvRows: ", problem));
 }
 
@@ -98,7 +98,7 @@ Dataset CsvRows(Dataset lines, CsvRowOptions options) {
   }
   ElementSpec output{
       ComponentSpec::Of(DType::kFloat, TensorShape{options.num_columns - 1}),
-      ComponentSpec::Of(options.label_dtype, TensorShape{})};
+      ComponentSpec::Scalar(options.label_dtype)};
   return lines
       .Filter([](const Element& line) -> absl::StatusOr<bool> {
         return !IsBlankLine(line.text(0));

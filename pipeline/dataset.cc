@@ -136,7 +136,7 @@ Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
         "block_length >= 1, got ",
         cycle_length, " and ", block_length)));
   }
-  std::vector<Node> nodes;
+  std::vector<detail::Node> nodes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].ok()) {
       return Failed(absl::Status(

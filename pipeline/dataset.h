@@ -52,6 +52,7 @@
 #ifndef COSESSION_PIPELINE_DATASET_H_
 #define COSESSION_PIPELINE_DATASET_H_
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,9 @@ struct IteratorContext {
   // Mixed into shuffle seeds: Repeat gives each epoch its own, so that a
   // reshuffling Shuffle differs epoch to epoch and is the same run to run.
   uint64_t iteration = 0;
+  // The event loop the I/O objects a source makes (TcpLines' socket) live
+  // on; empty = the pool. StartDatasetIterator sets the coordinator's.
+  boost::asio::any_io_executor io{};
 };
 
 class ElementIterator {

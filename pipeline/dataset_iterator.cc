@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/async/async_kernel.h"
 #include "cosession/graph/op_registry.h"
+#include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
 #include "cosession/pipeline/detail/prefetcher.h"
 
@@ -20,6 +21,8 @@ struct GetNextConfig {
   Dataset dataset;
   ElementSpec spec;
   int64_t buffer_size = 2;
+  // The "<op>/position" variable; set once, while the graph is built.
+  Node* position = nullptr;
 };
 
 absl::Status NotGetNext(const Output& output) {
@@ -52,9 +55,18 @@ asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
   if (!next->has_value()) co_return absl::OutOfRangeError("End of sequence");
   std::shared_ptr<const GetNextConfig> config = ConfigOf(ctx.node());
   Element& element = **next;
-  COSESSION_RETURN_IF_ERROR(CheckElement(
+  absl::Status fits = CheckElement(
       element, config->spec,
-      absl::StrCat(kIteratorGetNextOp, " '", ctx.node().name(), "'")));
+      absl::StrCat(kIteratorGetNextOp, " '", ctx.node().name(), "'"));
+  if (!fits.ok()) co_return fits;
+  // Counted as taken before the step ends, so that a checkpoint saved
+  // after this step resumes after this element.
+  absl::StatusOr<Tensor> position = ctx.resources().UpdateVariable(
+      *config->position, [](const Tensor* current) -> absl::StatusOr<Tensor> {
+        return Tensor::Scalar<int64_t>(
+            current == nullptr ? 1 : current->scalar<int64_t>() + 1);
+      });
+  if (!position.ok()) co_return position.status();
   for (size_t i = 0; i < element.size(); ++i) {
     ctx.set_output(static_cast<int>(i), std::move(element.tensor(i)));
   }
@@ -111,14 +123,20 @@ std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
           " is a string; the graph takes tensors (parse it with a Map)")));
     }
   }
-  auto config = std::make_shared<const GetNextConfig>(
-      GetNextConfig{.dataset = dataset, .spec = *spec,
-                    .buffer_size = buffer_size});
+  auto config = std::make_shared<GetNextConfig>(GetNextConfig{
+      .dataset = dataset, .spec = *spec, .buffer_size = buffer_size});
   NodeSpec node_spec;
   node_spec.op = kIteratorGetNextOp;
   node_spec.name = std::move(name);
-  node_spec.attrs.emplace("dataset", OpaqueAttr::Of(std::move(config)));
+  node_spec.attrs.emplace(
+      "dataset", OpaqueAttr::Of(std::shared_ptr<const GetNextConfig>(config)));
   Node* node = g.AddNode(std::move(node_spec));
+  // Not trainable: optimizers leave it alone; the Saver saves it as every
+  // variable.
+  config->position = ops::Variable(g, Tensor::Scalar<int64_t>(0),
+                                   absl::StrCat(node->name(), "/position"),
+                                   /*trainable=*/false)
+                         .node();
   std::vector<Output> outputs;
   for (size_t i = 0; i < spec->size(); ++i) {
     outputs.emplace_back(node, static_cast<int>(i));
@@ -131,6 +149,13 @@ absl::StatusOr<Dataset> DatasetOfGetNext(const Output& get_next) {
   std::shared_ptr<const GetNextConfig> config = ConfigOf(*get_next.node());
   if (config == nullptr) return NotGetNext(get_next);
   return config->dataset;
+}
+
+absl::StatusOr<Output> IteratorPosition(const Output& get_next) {
+  if (!get_next.valid()) return NotGetNext(get_next);
+  std::shared_ptr<const GetNextConfig> config = ConfigOf(*get_next.node());
+  if (config == nullptr) return NotGetNext(get_next);
+  return Output(config->position, 0);
 }
 
 absl::Status StartDatasetIterator(Session& session, Coordinator& coordinator,
@@ -148,7 +173,8 @@ absl::Status StartDatasetIterator(Session& session, Coordinator& coordinator,
   }
   IteratorContext context{.pool = session.runtime().executor(),
                           .coordinator = &coordinator,
-                          .iteration = 0};
+                          .iteration = 0,
+                          .io = coordinator.strand().get_inner_executor()};
   absl::StatusOr<std::unique_ptr<ElementIterator>> input =
       config->dataset.MakeIterator(context);
   if (!input.ok()) return input.status();

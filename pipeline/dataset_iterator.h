@@ -48,8 +48,12 @@
 //     Session) never wait forever.
 // Resuming: start_at = p skips the first p elements (Dataset's exact
 // resume: for a deterministic dataset the run continues with element p of
-// an uninterrupted stream). DatasetHook can take p from the global step
-// restored from a checkpoint.
+// an uninterrupted stream). Every IteratorGetNext op has a position: a
+// non-trainable int64 variable "<op>/position" (IteratorPosition) that
+// each run taking an element increments, within the step. Being a
+// variable, it is saved in the checkpoint's own file and restored with it,
+// so DatasetHook's resume_from_checkpoint starts a restored session's
+// iterator exactly after the last element the checkpointed run took.
 //
 // CsvDataset (pipeline/csv_dataset.h) feeds the same op: its batches are
 // the source CsvBatches, and DatasetIteratorGetNext is this op over it.
@@ -91,6 +95,9 @@ std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
 // The dataset an IteratorGetNext op reads, from any of its outputs;
 // InvalidArgument when `get_next` is not an output of such an op.
 absl::StatusOr<Dataset> DatasetOfGetNext(const Output& get_next);
+
+// The position variable of the IteratorGetNext op of `get_next`.
+absl::StatusOr<Output> IteratorPosition(const Output& get_next);
 
 // Starts (or restarts) `session`'s iterator for the IteratorGetNext op of
 // `get_next` (any output), skipping the first `start_at` (>= 0) elements,

@@ -8,6 +8,12 @@
 
 namespace cosession {
 
+ComponentSpec ComponentSpec::Scalar(DType dtype) {
+  ComponentSpec spec;
+  spec.dtype = dtype;
+  return spec;
+}
+
 std::string ElementOrigin::ToString() const {
   const std::string& name = source != nullptr ? *source : std::string();
   switch (kind) {
@@ -23,7 +29,7 @@ std::string ElementOrigin::ToString() const {
   return "";
 }
 
-std::string ElementOrigin::Describe(std::string_view message) const {
+std::string ElementOrigin::Describe(absl::string_view message) const {
   if (kind == Kind::kNone) return std::string(message);
   return absl::StrCat(ToString(), ": ", message);
 }
@@ -127,7 +133,7 @@ absl::StatusOr<ElementSpec> MostSpecificCommonSpec(const ElementSpec& a,
 }
 
 absl::Status CheckElement(const Element& element, const ElementSpec& spec,
-                          std::string_view what) {
+                          absl::string_view what) {
   auto fail = [&](std::string message) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", element.origin.Describe(message)));

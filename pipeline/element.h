@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
 
@@ -47,7 +47,7 @@ struct ElementOrigin {
   // "digits.csv:17", "tcp 127.0.0.1:5000: record 12", or "" for kNone.
   std::string ToString() const;
   // "<ToString()>: <message>", or the message alone without an origin.
-  std::string Describe(std::string_view message) const;
+  std::string Describe(absl::string_view message) const;
 };
 
 struct Element {
@@ -75,6 +75,9 @@ struct ComponentSpec {
   static ComponentSpec Of(DType dtype, TensorShape shape) {
     return {.is_string = false, .dtype = dtype, .shape = std::move(shape)};
   }
+  // A scalar tensor of `dtype` (out of line: g++ 12 warns about the copy
+  // of an inline TensorShape{} it sees to be empty).
+  static ComponentSpec Scalar(DType dtype);
   // "string", "float [-1, 64]".
   std::string DebugString() const;
   friend bool operator==(const ComponentSpec&, const ComponentSpec&) = default;
@@ -98,7 +101,7 @@ absl::StatusOr<ElementSpec> MostSpecificCommonSpec(const ElementSpec& a,
 // component, what was expected and what came (and the element's origin),
 // prefixed with `what` ("IteratorGetNext 'train_batch'").
 absl::Status CheckElement(const Element& element, const ElementSpec& spec,
-                          std::string_view what);
+                          absl::string_view what);
 
 }  // namespace cosession
 

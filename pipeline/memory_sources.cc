@@ -145,7 +145,7 @@ class RangeDataset : public DatasetNode {
     });
   }
   std::optional<ElementSpec> spec() const override {
-    return ElementSpec{ComponentSpec::Of(DType::kInt64, TensorShape{})};
+    return ElementSpec{ComponentSpec::Scalar(DType::kInt64)};
   }
   bool deterministic() const override { return true; }
   std::string DebugString() const override {

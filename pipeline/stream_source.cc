@@ -215,11 +215,11 @@ Dataset MakeStreamDataset(std::shared_ptr<ByteStream> stream, Framing framing,
 class TcpLinesIterator : public ElementIterator {
  public:
   TcpLinesIterator(std::string host, uint16_t port, StreamSourceOptions options,
-                   Runtime::executor_type pool)
+                   asio::any_io_executor io)
       : host_(std::move(host)),
         port_(port),
         options_(std::move(options)),
-        pool_(std::move(pool)) {}
+        io_(std::move(io)) {}
 
   asio::awaitable<Result> Next() override {
     if (!framer_.has_value()) {
@@ -236,11 +236,11 @@ class TcpLinesIterator : public ElementIterator {
  private:
   asio::awaitable<absl::Status> Connect() {
     using asio::ip::tcp;
-    tcp::resolver resolver(pool_);
+    tcp::resolver resolver(io_);
     auto [resolve_ec, endpoints] = co_await resolver.async_resolve(
         host_, std::to_string(port_), asio::as_tuple(asio::use_awaitable));
     if (resolve_ec) co_return ConnectError("resolve", resolve_ec);
-    auto socket = std::make_shared<tcp::socket>(pool_);
+    auto socket = std::make_shared<tcp::socket>(io_);
     auto [connect_ec, endpoint] = co_await asio::async_connect(
         *socket, endpoints, asio::as_tuple(asio::use_awaitable));
     if (connect_ec) co_return ConnectError("connect", connect_ec);
@@ -263,7 +263,7 @@ class TcpLinesIterator : public ElementIterator {
   std::string host_;
   uint16_t port_;
   StreamSourceOptions options_;
-  Runtime::executor_type pool_;
+  asio::any_io_executor io_;
   std::optional<StreamFramer> framer_;
   absl::Status connect_failure_;
 };
@@ -274,8 +274,10 @@ class TcpLinesDataset : public DatasetNode {
       : host_(std::move(host)), port_(port), options_(std::move(options)) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
+    asio::any_io_executor io = context.io;
+    if (!io) io = context.pool;
     return std::make_unique<TcpLinesIterator>(host_, port_, options_,
-                                              context.pool);
+                                              std::move(io));
   }
   std::optional<ElementSpec> spec() const override {
     return ElementSpec{ComponentSpec::String()};

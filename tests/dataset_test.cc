@@ -42,7 +42,7 @@ namespace asio = boost::asio;
 using testing::ScratchDir;
 using testing::TestRuntime;
 
-constexpr char kDigits[] = "/work/shared/data/digits.csv.gz";
+constexpr char kDigits[] = COSESSION_DIGITS_CSV;
 
 void WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);

@@ -8,7 +8,11 @@
 //   * temporary files a killed run left are removed at start, and only the
 //     newest --max_timelines Chrome traces are kept.
 // The tests wait for what the child prints, each wait bounded.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -17,11 +21,13 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "cosession/io/csv_reader.h"
 #include "cosession/io/saver.h"
 #include "tests/child_process.h"
 #include "tests/scratch_dir.h"
@@ -83,6 +89,9 @@ TEST(TrainCli, EveryBadFlagValueExitsWith2NamingTheFlag) {
       {"--save_checkpoint_steps=0", "--save_checkpoint_steps"},
       {"--data=" + (dir / "missing.csv"), "--data"},
       {"--no_such_flag=1", "--no_such_flag"},
+      {"--data=tcp://localhost", "--data"},
+      {"--data=tcp://localhost:99999", "--data"},
+      {"--eval_data=" + (dir / "missing.csv"), "--eval_data"},
   };
   for (const auto& [arg, flag] : bad) {
     Finished run = RunTrain({arg, "--checkpoint_dir=" + (dir / "ckpt")});
@@ -92,6 +101,75 @@ TEST(TrainCli, EveryBadFlagValueExitsWith2NamingTheFlag) {
         << run.output;
   }
   EXPECT_FALSE(fs::exists(dir / "ckpt")) << "a bad flag started training";
+}
+
+// A peer that serves `text` to the first connection on a loopback port,
+// then closes it: what `zcat digits.csv.gz | nc -l -p PORT` does.
+class OneShotServer {
+ public:
+  explicit OneShotServer(std::string text) : text_(std::move(text)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t size = sizeof(address);
+    if (listener_ < 0 ||
+        ::bind(listener_, reinterpret_cast<sockaddr*>(&address), size) != 0 ||
+        ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address),
+                      &size) != 0) {
+      return;
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      const int peer = ::accept(listener_, nullptr, nullptr);
+      if (peer < 0) return;
+      size_t sent = 0;
+      while (sent < text_.size()) {
+        const ssize_t n = ::write(peer, text_.data() + sent, text_.size() - sent);
+        if (n <= 0) break;
+        sent += static_cast<size_t>(n);
+      }
+      ::close(peer);
+    });
+  }
+  ~OneShotServer() {
+    // Unblocks an accept that never got its connection.
+    if (listener_ >= 0) ::shutdown(listener_, SHUT_RDWR);
+    if (thread_.joinable()) thread_.join();
+    if (listener_ >= 0) ::close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  std::string text_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+TEST(TrainCli, TrainsOnRowsFromATcpPeerUntilItCloses) {
+  absl::StatusOr<std::string> digits = ReadMaybeGzipFile(COSESSION_DIGITS_CSV);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  OneShotServer server(*digits);
+  ASSERT_NE(server.port(), 0);
+  ScratchDir dir;
+  Finished run = RunTrain({absl::StrCat("--data=tcp://127.0.0.1:", server.port()),
+                           "--checkpoint_dir=" + (dir / "ckpt"),
+                           "--max_steps=100000", "--batch_size=32"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find(absl::StrCat("training on rows from tcp 127.0.0.1:",
+                                         server.port())),
+            std::string::npos)
+      << run.output;
+  // 1797 rows in batches of 32: 57 steps, then the peer's close ends it.
+  EXPECT_NE(run.output.find("stopped at global step 57 "), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("test_accuracy="), std::string::npos)
+      << run.output;
+  auto latest = LatestCheckpoint(dir / "ckpt");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_NE(latest->find("model.ckpt-57"), std::string::npos) << *latest;
 }
 
 // The global step in the last "stopped at global step N" line.

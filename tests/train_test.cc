@@ -23,6 +23,7 @@
 #include "cosession/graph/ops.h"
 #include "cosession/io/saver.h"
 #include "cosession/pipeline/csv_dataset.h"
+#include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
@@ -93,6 +94,26 @@ struct Trainer {
     model = *built;
     auto hook = DatasetHook::Create(
         {.get_next = batch.features, .resume_from_global_step = true});
+    EXPECT_TRUE(hook.ok()) << hook.status();
+    input = *hook;
+  }
+
+  // The same model fed by a stage pipeline: lines parsed by a parallel
+  // map, a shuffle buffer, batches, forever; resumed from the iterator's
+  // checkpointed position.
+  explicit Trainer(const Dataset& batches) {
+    g.set_seed(static_cast<int64_t>(kSeed));
+    std::vector<Output> xy = IteratorGetNext(g, batches, "batch");
+    batch = {.features = xy[0], .labels = xy[1]};
+    auto built = BuildMlpClassifier(g, batch.features, batch.labels,
+                                    {.hidden_units = {32},
+                                     .input_scale = 1.0 / 16,
+                                     .optimizer = "adam",
+                                     .learning_rate = 3e-3});
+    EXPECT_TRUE(built.ok()) << built.status();
+    model = *built;
+    auto hook = DatasetHook::Create(
+        {.get_next = batch.features, .resume_from_checkpoint = true});
     EXPECT_TRUE(hook.ok()) << hook.status();
     input = *hook;
   }
@@ -223,6 +244,46 @@ CO_TEST(TrainDigits, ARestartInTheMiddleEndsWithTheSameVariables) {
         << value.DebugString();
   }
   EXPECT_EQ(expected["global_step"].scalar<int64_t>(), 2 * kHalf);
+}
+
+Dataset ShuffledParsedDigits() {
+  return CsvRows(Dataset::TextLines({kDigits}),
+                 {.num_columns = kColumns, .parallelism = 2})
+      .Shuffle(256, kSeed)
+      .Batch(32)
+      .Repeat();
+}
+
+CO_TEST(TrainDigits, APipelineResumesFromItsCheckpointedPosition) {
+  constexpr int64_t kHalf = 30;
+  Runtime single_thread({.num_threads = 1});
+  ScratchDir straight_dir("pipeline_straight");
+  Trainer straight(ShuffledParsedDigits());
+  auto expected =
+      co_await straight.Run(straight_dir.path(), 2 * kHalf, single_thread);
+  CO_ASSERT_OK(straight.close_status);
+
+  ScratchDir restart_dir("pipeline_restart");
+  {
+    Trainer first(ShuffledParsedDigits());
+    auto half = co_await first.Run(restart_dir.path(), kHalf, single_thread);
+    CO_ASSERT_OK(first.close_status);
+    EXPECT_EQ(half["batch/position"].scalar<int64_t>(), kHalf);
+  }
+  Trainer second(ShuffledParsedDigits());
+  auto resumed =
+      co_await second.Run(restart_dir.path(), 2 * kHalf, single_thread);
+  CO_ASSERT_OK(second.close_status);
+  // The position came from the checkpoint (the variable), not the step.
+  EXPECT_EQ(second.input->last_start_batch(), kHalf);
+  CO_ASSERT_TRUE(resumed.size() == expected.size());
+  for (const auto& [name, value] : expected) {
+    CO_ASSERT_TRUE(resumed.contains(name));
+    EXPECT_TRUE(resumed[name].IsSameAs(value))
+        << name << ": " << resumed[name].DebugString() << " vs "
+        << value.DebugString();
+  }
+  EXPECT_EQ(expected["batch/position"].scalar<int64_t>(), 2 * kHalf);
 }
 
 CO_TEST(TrainDigits, AMalformedCsvStopsTrainingWithFileAndLine) {

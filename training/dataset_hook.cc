@@ -1,5 +1,7 @@
 #include "cosession/training/dataset_hook.h"
 
+#include <boost/asio/use_awaitable.hpp>
+
 #include "absl/strings/str_cat.h"
 
 namespace cosession {
@@ -24,14 +26,28 @@ absl::Status DatasetHook::Begin(Graph& graph) {
         absl::StrCat("DatasetHook: get_next '", options_.get_next.name(),
                      "' belongs to another graph"));
   }
-  if (!options_.resume_from_global_step) return absl::OkStatus();
+  if (!options_.resume_from_global_step || options_.resume_from_checkpoint) {
+    return absl::OkStatus();
+  }
   return step_.Find(graph, "DatasetHook");
 }
 
 boost::asio::awaitable<absl::Status> DatasetHook::AfterCreateSession(
     Session& session, Coordinator& coordinator) {
   int64_t start = options_.start_at_batch;
-  if (options_.resume_from_global_step) {
+  absl::StatusOr<Dataset> dataset = DatasetOfGetNext(options_.get_next);
+  if (!dataset.ok()) co_return dataset.status();
+  const bool replayable = dataset->deterministic();
+  if (!replayable) {
+    start = 0;
+  } else if (options_.resume_from_checkpoint) {
+    absl::StatusOr<Output> position = IteratorPosition(options_.get_next);
+    if (!position.ok()) co_return position.status();
+    RunArgs read{.fetches = {*position}};
+    auto value = co_await session.Run(read, boost::asio::use_awaitable);
+    if (!value.ok()) co_return value.status();
+    start = (*value)[0].scalar<int64_t>();
+  } else if (options_.resume_from_global_step) {
     if (!step_.found()) {
       co_return absl::FailedPreconditionError(
           "DatasetHook: AfterCreateSession before Begin");

@@ -3,10 +3,9 @@
 // TensorFlow 1.x's make_initializable_iterator + an initializer run in
 // after_create_session.
 //
-//   auto dataset = CsvDataset::Create({...});
-//   auto [x, y] = DatasetIteratorGetNext(graph, *dataset);
-//   auto hook = DatasetHook::Create({.get_next = x,
-//                                    .resume_from_global_step = true});
+//   std::vector<Output> xy = IteratorGetNext(graph, batches);
+//   auto hook = DatasetHook::Create({.get_next = xy[0],
+//                                    .resume_from_checkpoint = true});
 //   MonitoredSession::Hooks hooks = {*hook, ...};
 //   ... co_await MonitoredSession::Create(graph, hooks, ...) ...
 //   RunArgs step{.fetches = {loss}};
@@ -18,11 +17,16 @@
 // coordinator: the producer is a coordinated task, so a stop (Close, a
 // cancelled Run, a coordinator error) cancels it promptly and its error
 // (a bad row, a missing file) stops the session. The iterator starts at
-// batch start_at_batch or, with resume_from_global_step, at the value of the
-// global step once the session was restored or initialised (one batch per
-// global step: after a restart from a checkpoint the stream goes on exactly
-// where the checkpointed run was). Recovery re-reads the global step, so a
-// re-created session resumes at its restored step too.
+// element start_at_batch or, with resume_from_checkpoint, at the op's
+// position variable (pipeline/dataset_iterator.h) once the session was
+// restored or initialised: after a restart from a checkpoint the stream
+// goes on exactly after the last element the checkpointed run took, shuffle
+// buffers included. With resume_from_global_step it starts at the global
+// step's value instead (one element per step). A dataset that is not
+// deterministic (a socket, a channel, a generator) cannot be replayed: its
+// iterator always starts at the stream's current start, and the resume
+// options are ignored for it. Recovery re-reads the value, so a re-created
+// session resumes too.
 //
 // Errors: Create returns InvalidArgument naming the option when get_next is
 // not an output of an IteratorGetNext op or start_at_batch is negative.
@@ -53,6 +57,9 @@ struct DatasetHookOptions {
   int64_t start_at_batch = 0;
   // ...or, when true, the global step's value after the session was created.
   bool resume_from_global_step = false;
+  // ...or, when true (and taking precedence), the op's position variable
+  // after the session was restored or initialised.
+  bool resume_from_checkpoint = false;
 };
 
 class DatasetHook : public SyncSessionRunHook {

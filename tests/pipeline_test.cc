@@ -1,0 +1,682 @@
+// The stage pipeline (pipeline/dataset.h): each stage's semantics, the
+// file, stream and user-fed sources, backpressure and stops of a Prefetch,
+// cancellation of a socket read, a peer closing mid-record, exact resume
+// of a shuffled, parallel-mapped chain, and the IteratorGetNext op over a
+// Dataset.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cosession/async/coordinator.h"
+#include "cosession/async/session.h"
+#include "cosession/pipeline/csv_rows.h"
+#include "cosession/pipeline/dataset.h"
+#include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/pipeline/generator_source.h"
+#include "cosession/pipeline/stream_source.h"
+#include "tests/co_test.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_util.h"
+
+namespace cosession::pipeline_test {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+using testing::ScratchDir;
+using testing::TestRuntime;
+
+IteratorContext Context(Coordinator* coordinator = nullptr) {
+  return {.pool = TestRuntime().executor(), .coordinator = coordinator};
+}
+
+int64_t Int(const Tensor& t) {
+  return t.dtype() == DType::kInt64 ? t.flat<int64_t>()[0]
+                                    : t.flat<int32_t>()[0];
+}
+
+// What a stream gave: the int64 scalars (or a batch's values, flattened
+// and joined per element), and how it ended.
+struct Drained {
+  std::vector<std::vector<int64_t>> elements;
+  std::vector<std::string> texts;
+  absl::Status end;
+};
+
+std::vector<int64_t> Values(const Component& c) {
+  std::vector<int64_t> out;
+  if (const Tensor* t = std::get_if<Tensor>(&c)) {
+    if (t->dtype() == DType::kInt64) {
+      for (int64_t v : t->flat<int64_t>()) out.push_back(v);
+    } else if (t->dtype() == DType::kInt32) {
+      for (int32_t v : t->flat<int32_t>()) out.push_back(v);
+    } else {
+      for (float v : t->flat<float>()) out.push_back(static_cast<int64_t>(v));
+    }
+  }
+  return out;
+}
+
+asio::awaitable<Drained> DrainIterator(ElementIterator& it,
+                                       int64_t limit = 100000) {
+  Drained out;
+  for (int64_t i = 0; i < limit; ++i) {
+    ElementIterator::Result next = co_await NextOf(it);
+    if (!next.ok()) {
+      out.end = next.status();
+      co_return out;
+    }
+    if (!next->has_value()) co_return out;
+    const Element& e = **next;
+    std::vector<int64_t> values;
+    for (const Component& c : e.components) {
+      if (const std::string* s = std::get_if<std::string>(&c)) {
+        out.texts.push_back(*s);
+      }
+      for (int64_t v : Values(c)) values.push_back(v);
+    }
+    out.elements.push_back(std::move(values));
+  }
+  co_return out;
+}
+
+asio::awaitable<Drained> Drain(Dataset dataset, IteratorContext context) {
+  auto it = dataset.MakeIterator(context);
+  if (!it.ok()) co_return Drained{.elements = {}, .texts = {}, .end = it.status()};
+  co_return co_await DrainIterator(**it);
+}
+
+std::vector<std::vector<int64_t>> Scalars(std::vector<int64_t> values) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t v : values) out.push_back({v});
+  return out;
+}
+
+void WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+void WriteGzip(const std::string& path, const std::string& text) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  ASSERT_NE(file, nullptr);
+  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
+            static_cast<int>(text.size()));
+  ASSERT_EQ(gzclose(file), Z_OK);
+}
+
+Dataset TimesTen(Dataset d, int64_t parallelism, bool deterministic = true) {
+  return d.Map(
+      [](Element e) -> absl::StatusOr<Element> {
+        return MakeElement({Tensor::Scalar<int64_t>(Int(e.tensor(0)) * 10)});
+      },
+      {.parallelism = parallelism,
+       .deterministic = deterministic,
+       .output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)},
+       .name = "times_ten"});
+}
+
+// Starts `body` at once on `executor` (an awaitable from co_spawn with
+// use_awaitable would start only when awaited); Get() awaits its result.
+template <typename T>
+class Started {
+ public:
+  using Channel = asio::experimental::concurrent_channel<void(error_code, T)>;
+  Started(asio::any_io_executor executor, asio::awaitable<T> body,
+          asio::cancellation_slot slot = {})
+      : channel_(std::make_shared<Channel>(executor, 1)) {
+    asio::co_spawn(executor, std::move(body),
+                   asio::bind_cancellation_slot(
+                       slot, [channel = channel_](std::exception_ptr e, T value) {
+                         if (e) value = T(absl::InternalError("thrown"));
+                         channel->try_send(error_code(), std::move(value));
+                       }));
+  }
+  asio::awaitable<T> Get() {
+    auto [ec, value] =
+        co_await channel_->async_receive(asio::as_tuple(asio::use_awaitable));
+    co_return std::move(value);
+  }
+
+ private:
+  std::shared_ptr<Channel> channel_;
+};
+
+asio::awaitable<ElementIterator::Result> NextOfPtr(ElementIterator* it) {
+  co_return co_await it->Next();
+}
+
+// ------------------------------------------------------------- stages
+
+CO_TEST(Pipeline, RangeTakeSkipFilterRepeat) {
+  Drained d = co_await Drain(Dataset::Range(0, 10, 3), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 3, 6, 9}));
+  d = co_await Drain(Dataset::Range(5, 0, -2), Context());
+  EXPECT_EQ(d.elements, Scalars({5, 3, 1}));
+  d = co_await Drain(Dataset::Range(10).Skip(2).Take(3), Context());
+  EXPECT_EQ(d.elements, Scalars({2, 3, 4}));
+  auto odd = [](const Element& e) -> absl::StatusOr<bool> {
+    return Int(e.tensor(0)) % 2 == 1;
+  };
+  Dataset odds = Dataset::Range(10).Filter(odd);
+  d = co_await Drain(odds, Context());
+  EXPECT_EQ(d.elements, Scalars({1, 3, 5, 7, 9}));
+  d = co_await Drain(Dataset::Range(3).Repeat(2), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 0, 1, 2}));
+  d = co_await Drain(Dataset::Range(3).Repeat().Take(7), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 0, 1, 2, 0}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+}
+
+TEST(Pipeline, BadArgumentsNameTheStage) {
+  Dataset bad = Dataset::Range(10).Batch(0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status()));
+  EXPECT_NE(bad.status().message().find("Batch"), std::string::npos)
+      << bad.status();
+  // The first bad argument is kept through the rest of the chain.
+  EXPECT_EQ(bad.Shuffle(4, 1).Take(2).status(), bad.status());
+  EXPECT_FALSE(Dataset::Range(0, 10, 0).ok());
+  EXPECT_FALSE(Dataset::Range(10).Prefetch(0).ok());
+  EXPECT_FALSE(Dataset::Range(10).Shuffle(0, 1).ok());
+}
+
+CO_TEST(Pipeline, FromTensorSlicesAndBatch) {
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
+                                       TensorShape{5, 2});
+  Tensor y = Tensor::FromVector<int32_t>({0, 1, 2, 3, 4});
+  std::vector<Tensor> columns{x, y};
+  Dataset slices = Dataset::FromTensorSlices(columns);
+  CO_ASSERT_TRUE(slices.ok()) << slices.status();
+  CO_ASSERT_TRUE(slices.spec().has_value());
+  EXPECT_EQ(ElementSpecString(*slices.spec()), "(float [2], int32 [])");
+  Dataset batches = slices.Batch(2);
+  EXPECT_EQ(ElementSpecString(*batches.spec()), "(float [-1, 2], int32 [-1])");
+  Drained d = co_await Drain(batches, Context());
+  EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
+                            {1, 2, 3, 4, 0, 1}, {5, 6, 7, 8, 2, 3}, {9, 10, 4}}));
+  d = co_await Drain(slices.Batch(2, /*drop_remainder=*/true), Context());
+  EXPECT_EQ(d.elements.size(), 2u);
+  EXPECT_EQ(ElementSpecString(*slices.Batch(2, true).spec()),
+            "(float [2, 2], int32 [2])");
+}
+
+CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
+  std::vector<Element> elements;
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({1})}));
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({2, 3, 4})}));
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({5, 6})}));
+  Dataset padded = Dataset::FromElements(std::move(elements)).PaddedBatch(2);
+  Drained d = co_await Drain(padded, Context());
+  EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
+                            {1, 0, 0, 2, 3, 4}, {5, 6}}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+}
+
+CO_TEST(Pipeline, ParallelMapKeepsOrderWhenDeterministic) {
+  const std::vector<std::vector<int64_t>> expected =
+      Scalars({0, 10, 20, 30, 40, 50, 60, 70, 80, 90});
+  Drained d = co_await Drain(TimesTen(Dataset::Range(10), 1), Context());
+  EXPECT_EQ(d.elements, expected);
+  d = co_await Drain(TimesTen(Dataset::Range(10), 4), Context());
+  EXPECT_EQ(d.elements, expected);
+  // Non-deterministic: each result exactly once, in any order.
+  d = co_await Drain(TimesTen(Dataset::Range(10), 4, false), Context());
+  std::multiset<std::vector<int64_t>> got(d.elements.begin(), d.elements.end());
+  EXPECT_EQ(got, std::multiset<std::vector<int64_t>>(expected.begin(),
+                                                     expected.end()));
+  EXPECT_FALSE(TimesTen(Dataset::Range(10), 4, false).deterministic());
+}
+
+CO_TEST(Pipeline, AsyncMapAndErrorsEndTheStream) {
+  AsyncMapFunction plus_one =
+      [](Element e) -> asio::awaitable<absl::StatusOr<Element>> {
+    std::vector<Tensor> out{Tensor::Scalar<int64_t>(Int(e.tensor(0)) + 1)};
+    co_return MakeElement(std::move(out));
+  };
+  Dataset async_mapped = Dataset::Range(4).Map(plus_one, {.parallelism = 2});
+  Drained d = co_await Drain(async_mapped, Context());
+  EXPECT_EQ(d.elements, Scalars({1, 2, 3, 4}));
+  Dataset failing = Dataset::Range(5).Map(
+      [](Element e) -> absl::StatusOr<Element> {
+        if (Int(e.tensor(0)) == 3) return absl::InvalidArgumentError("three");
+        return e;
+      },
+      {.parallelism = 2, .name = "picky"});
+  d = co_await Drain(failing, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2}));
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("three"), std::string::npos) << d.end;
+}
+
+CO_TEST(Pipeline, ShuffleIsASeededPermutationReshuffledEachEpoch) {
+  Dataset shuffled = Dataset::Range(20).Shuffle(8, /*seed=*/7).Repeat(2);
+  Drained a = co_await Drain(shuffled, Context());
+  Drained b = co_await Drain(shuffled, Context());
+  CO_ASSERT_TRUE(a.elements.size() == 40u);
+  EXPECT_EQ(a.elements, b.elements);  // the same seed, the same stream
+  std::vector<std::vector<int64_t>> first(a.elements.begin(),
+                                          a.elements.begin() + 20);
+  std::vector<std::vector<int64_t>> second(a.elements.begin() + 20,
+                                           a.elements.end());
+  EXPECT_NE(first, second);  // each epoch its own order
+  EXPECT_NE(first, Scalars({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
+                            15, 16, 17, 18, 19}));
+  std::multiset<std::vector<int64_t>> seen(first.begin(), first.end());
+  EXPECT_EQ(seen.size(), 20u);
+  EXPECT_EQ(std::set<std::vector<int64_t>>(first.begin(), first.end()).size(),
+            20u);
+  // A buffer of n draws only among the next n: element 0 comes within the
+  // first 8.
+  bool zero_early = false;
+  for (int i = 0; i < 8; ++i) zero_early |= first[i] == std::vector<int64_t>{0};
+  EXPECT_TRUE(zero_early);
+  Dataset other_seed = Dataset::Range(20).Shuffle(8, 8);
+  Drained other = co_await Drain(other_seed, Context());
+  EXPECT_NE(other.elements, first);
+}
+
+CO_TEST(Pipeline, InterleaveVisitsInputsInTurn) {
+  std::vector<Dataset> three{Dataset::Range(0, 3), Dataset::Range(10, 12),
+                             Dataset::Range(20, 21)};
+  Dataset turns = Dataset::Interleave(three, /*cycle_length=*/2,
+                                      /*block_length=*/1);
+  Drained d = co_await Drain(turns, Context());
+  // 0 and 10 alternate; when 10.. ends, 20.. takes its place.
+  EXPECT_EQ(d.elements, Scalars({0, 10, 1, 11, 2, 20}));
+  std::vector<Dataset> two{Dataset::Range(0, 4), Dataset::Range(10, 14)};
+  Dataset blocks = Dataset::Interleave(two, 0, 2);
+  d = co_await Drain(blocks, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 10, 11, 2, 3, 12, 13}));
+}
+
+// ---------------------------------------------------------- file sources
+
+CO_TEST(Pipeline, TextLinesReadsPlainAndGzipInChunks) {
+  ScratchDir dir;
+  WriteFile(dir / "a.txt", "alpha\r\nbeta\n\ngamma");
+  WriteGzip(dir / "b.gz", "delta\nepsilon\n");
+  // Chunks of 3 bytes: every line spans chunks.
+  Dataset lines = Dataset::TextLines({dir / "a.txt", dir / "b.gz"},
+                                     {.chunk_bytes = 3});
+  auto it = lines.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  std::vector<std::string> origins;
+  std::vector<std::string> texts;
+  while (true) {
+    ElementIterator::Result next = co_await NextOf(**it);
+    CO_ASSERT_TRUE(next.ok());
+    if (!next->has_value()) break;
+    texts.push_back((*next)->text(0));
+    origins.push_back((*next)->origin.ToString());
+  }
+  EXPECT_EQ(texts, (std::vector<std::string>{"alpha", "beta", "", "gamma",
+                                             "delta", "epsilon"}));
+  EXPECT_EQ(origins[3], dir / "a.txt:4");
+  EXPECT_EQ(origins[5], dir / "b.gz:2");
+}
+
+CO_TEST(Pipeline, TextLinesErrorsNameTheFileAndLine) {
+  ScratchDir dir;
+  Dataset missing = Dataset::TextLines({dir / "missing.txt"});
+  Drained d = co_await Drain(missing, Context());
+  EXPECT_TRUE(absl::IsNotFound(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("missing.txt"), std::string::npos) << d.end;
+  WriteFile(dir / "long.txt", "ok\n" + std::string(100, 'x') + "\n");
+  Dataset long_lines =
+      Dataset::TextLines({dir / "long.txt"}, {.max_line_bytes = 50});
+  d = co_await Drain(long_lines, Context());
+  EXPECT_EQ(d.texts, std::vector<std::string>{"ok"});
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("long.txt:2"), std::string::npos) << d.end;
+  // A corrupt gzip stream is DataLoss.
+  std::string packed;
+  {
+    WriteGzip(dir / "c.gz", std::string(4000, 'y') + "\n");
+    std::ifstream in(dir / "c.gz", std::ios::binary);
+    packed.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  WriteFile(dir / "cut.gz", packed.substr(0, packed.size() / 2));
+  Dataset cut = Dataset::TextLines({dir / "cut.gz"});
+  d = co_await Drain(cut, Context());
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+}
+
+CO_TEST(Pipeline, CsvRowsParseWithFileAndLineInErrors) {
+  ScratchDir dir;
+  WriteFile(dir / "rows.csv", "1,2,0\n\n3,4,1\n5,6,7\n");
+  Dataset rows =
+      CsvRows(Dataset::TextLines({dir / "rows.csv"}), {.num_columns = 3});
+  CO_ASSERT_TRUE(rows.spec().has_value());
+  EXPECT_EQ(ElementSpecString(*rows.spec()), "(float [2], int32 [])");
+  Drained d = co_await Drain(rows, Context());
+  EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
+                            {1, 2, 0}, {3, 4, 1}, {5, 6, 7}}));
+  Dataset classes = CsvRows(Dataset::TextLines({dir / "rows.csv"}),
+                            {.num_columns = 3, .num_classes = 5});
+  d = co_await Drain(classes, Context());
+  EXPECT_EQ(d.elements.size(), 2u);
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("rows.csv:4: column 3: label 7 is out of "
+                                 "range [0, 5)"),
+            std::string::npos)
+      << d.end;
+  WriteFile(dir / "bad.csv", "1,2,0\n1,x,0\n");
+  Dataset bad = CsvRows(Dataset::TextLines({dir / "bad.csv"}), {.num_columns = 3});
+  d = co_await Drain(bad, Context());
+  EXPECT_NE(d.end.message().find("bad.csv:2: column 2: 'x' is not a number"),
+            std::string::npos)
+      << d.end;
+}
+
+// ------------------------------------------------------ stream sources
+
+// A connected pair of loopback sockets on the test's io_context.
+struct SocketPair {
+  std::shared_ptr<tcp::socket> reader;
+  std::shared_ptr<tcp::socket> writer;
+};
+
+asio::awaitable<SocketPair> Connect() {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::acceptor acceptor(executor, {asio::ip::address_v4::loopback(), 0});
+  auto writer = std::make_shared<tcp::socket>(executor);
+  auto reader = std::make_shared<tcp::socket>(executor);
+  // A loopback connect to a listening socket completes in the kernel's
+  // backlog, before the accept.
+  writer->connect(acceptor.local_endpoint());
+  co_await acceptor.async_accept(*reader, asio::use_awaitable);
+  co_return SocketPair{reader, writer};
+}
+
+std::string Record(const std::string& payload) {
+  const auto n = static_cast<uint32_t>(payload.size());
+  std::string out{static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+                  static_cast<char>((n >> 16) & 0xff),
+                  static_cast<char>((n >> 24) & 0xff)};
+  return out + payload;
+}
+
+CO_TEST(Pipeline, ReadLinesFromASocketUntilItsEnd) {
+  SocketPair pair = co_await Connect();
+  const std::string text = "a,1\r\nbb,2\nccc";
+  co_await asio::async_write(*pair.writer, asio::buffer(text),
+                             asio::use_awaitable);
+  pair.writer->shutdown(tcp::socket::shutdown_send);
+  Dataset lines = ReadLines(pair.reader, {.name = "peer", .read_bytes = 2});
+  Drained d = co_await Drain(lines, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"a,1", "bb,2", "ccc"}));
+}
+
+CO_TEST(Pipeline, ReadRecordsAndAPeerClosingMidRecord) {
+  SocketPair pair = co_await Connect();
+  const std::string bytes =
+      Record("one") + Record("") + Record("three") + Record("cut-off").substr(0, 6);
+  co_await asio::async_write(*pair.writer, asio::buffer(bytes),
+                             asio::use_awaitable);
+  pair.writer->shutdown(tcp::socket::shutdown_send);
+  Dataset records = ReadRecords(pair.reader, {.name = "peer"});
+  Drained d = co_await Drain(records, Context());
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"one", "", "three"}));
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("peer: record 4 truncated: got 2 of 7 bytes"),
+            std::string::npos)
+      << d.end;
+}
+
+CO_TEST(Pipeline, AnOversizedRecordLengthIsRejectedBeforeReadingIt) {
+  SocketPair pair = co_await Connect();
+  const std::string header = Record(std::string(100, 'z')).substr(0, 4);
+  co_await asio::async_write(*pair.writer, asio::buffer(header),
+                             asio::use_awaitable);
+  Dataset records =
+      ReadRecords(pair.reader, {.name = "peer", .max_record_bytes = 64});
+  Drained d = co_await Drain(records, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("record 1: length 100"), std::string::npos)
+      << d.end;
+}
+
+CO_TEST(Pipeline, CancellingNextCancelsTheSocketRead) {
+  SocketPair pair = co_await Connect();  // the writer never writes
+  auto it = ReadLines(pair.reader, {.name = "quiet"}).MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  asio::cancellation_signal cancel;
+  auto executor = co_await asio::this_coro::executor;
+  Started<ElementIterator::Result> next(executor, NextOfPtr(it->get()),
+                                        cancel.slot());
+  // The read is pending (nothing was written): cancel it, on the executor
+  // the read runs on; Next completes, Cancelled.
+  asio::post(executor,
+             [&cancel] { cancel.emit(asio::cancellation_type::terminal); });
+  ElementIterator::Result result = co_await next.Get();
+  EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
+}
+
+CO_TEST(Pipeline, TcpLinesConnectsAndAFailedConnectIsUnavailable) {
+  auto executor = co_await asio::this_coro::executor;
+  tcp::acceptor acceptor(executor, {asio::ip::address_v4::loopback(), 0});
+  const uint16_t port = acceptor.local_endpoint().port();
+  Dataset lines = TcpLines("127.0.0.1", port);
+  EXPECT_EQ(lines.DebugString(), absl::StrCat("TcpLines(127.0.0.1:", port, ")"));
+  auto it = lines.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  ElementIterator* iterator = it->get();
+  Started<ElementIterator::Result> pending(executor, NextOfPtr(iterator));
+  tcp::socket server(executor);
+  co_await acceptor.async_accept(server, asio::use_awaitable);
+  co_await asio::async_write(server, asio::buffer(std::string("x\ny\n")),
+                             asio::use_awaitable);
+  server.close();
+  ElementIterator::Result r = co_await pending.Get();
+  CO_ASSERT_TRUE(r.ok() && r->has_value());
+  EXPECT_EQ((*r)->text(0), "x");
+  EXPECT_EQ((*r)->origin.ToString(), absl::StrCat("tcp 127.0.0.1:", port, ": line 1"));
+  Drained rest = co_await DrainIterator(*iterator);
+  EXPECT_EQ(rest.texts, std::vector<std::string>{"y"});
+  acceptor.close();
+  Dataset refused_lines = TcpLines("127.0.0.1", port);
+  Drained refused = co_await Drain(refused_lines, Context());
+  EXPECT_TRUE(absl::IsUnavailable(refused.end)) << refused.end;
+  EXPECT_NE(refused.end.message().find(absl::StrCat("127.0.0.1:", port)),
+            std::string::npos)
+      << refused.end;
+}
+
+// ------------------------------------------------------- user sources
+
+CO_TEST(Pipeline, FromChannelDrainsThenEndsAndIsBounded) {
+  auto channel = std::make_shared<ElementChannel>(TestRuntime().executor(), 2);
+  auto scalar = [](int64_t v) {
+    std::vector<Tensor> t{Tensor::Scalar<int64_t>(v)};
+    return MakeElement(std::move(t));
+  };
+  EXPECT_TRUE(channel->TrySend(scalar(1)));
+  Element two = scalar(2);
+  absl::Status sent = co_await channel->Send(std::move(two));
+  CO_ASSERT_OK(sent);
+  // Full: bounded.
+  EXPECT_FALSE(channel->TrySend(scalar(3)));
+  channel->Close();
+  Element four = scalar(4);
+  absl::Status after_close = co_await channel->Send(std::move(four));
+  EXPECT_TRUE(absl::IsFailedPrecondition(after_close)) << after_close;
+  Dataset fed = FromChannel(channel);
+  Drained d = co_await Drain(fed, Context());
+  EXPECT_EQ(d.elements, Scalars({1, 2}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_TRUE(absl::IsFailedPrecondition(fed.MakeIterator(Context()).status()));
+}
+
+CO_TEST(Pipeline, FromGeneratorAwaitsTheUsersCoroutine) {
+  auto count = std::make_shared<int64_t>(0);
+  Dataset generated = FromGenerator(
+      [count]() -> asio::awaitable<std::optional<Element>> {
+        if (*count == 3) co_return std::nullopt;
+        std::vector<Tensor> t{Tensor::Scalar<int64_t>((*count)++)};
+        co_return MakeElement(std::move(t));
+      });
+  EXPECT_FALSE(generated.deterministic());
+  Drained d = co_await Drain(generated, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2}));
+}
+
+// ------------------------------------------------------------ prefetch
+
+CO_TEST(Pipeline, PrefetchWithoutCoordinatorIsFailedPrecondition) {
+  Dataset prefetched = Dataset::Range(3).Prefetch(1);
+  Drained d = co_await Drain(prefetched, Context());
+  EXPECT_TRUE(absl::IsFailedPrecondition(d.end)) << d.end;
+}
+
+CO_TEST(Pipeline, PrefetchYieldsTheStreamAndItsEnd) {
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  Dataset prefetched = TimesTen(Dataset::Range(6), 2).Prefetch(2);
+  Drained d = co_await Drain(prefetched, Context(&coordinator));
+  EXPECT_EQ(d.elements, Scalars({0, 10, 20, 30, 40, 50}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+}
+
+CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  auto calls = std::make_shared<std::atomic<int64_t>>(0);
+  // Each call of the map reports its count; the test waits for the count
+  // at which the producer must block, then stops it.
+  using Calls = asio::experimental::concurrent_channel<void(error_code, int64_t)>;
+  auto reported = std::make_shared<Calls>(co_await asio::this_coro::executor, 1000);
+  constexpr int64_t kBuffer = 2;
+  Dataset counted = Dataset::Range(1000000).Map(
+      [calls, reported](Element e) -> absl::StatusOr<Element> {
+        reported->try_send(error_code(), ++*calls);
+        return e;
+      },
+      {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+  auto it = counted.Prefetch(kBuffer).MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  ElementIterator::Result first = co_await NextOf(**it);
+  CO_ASSERT_TRUE(first.ok() && first->has_value());
+  // One taken, kBuffer buffered, one waiting to be sent.
+  int64_t seen = 0;
+  while (seen < 1 + kBuffer + 1) {
+    auto [ec, n] = co_await reported->async_receive(
+        asio::as_tuple(asio::use_awaitable));
+    CO_ASSERT_TRUE(!ec);
+    seen = n;
+  }
+  coordinator.RequestStop();
+  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  // Joined: the producer ended. Without backpressure it would have run on.
+  EXPECT_LE(calls->load(), 1 + kBuffer + 1);
+  ElementIterator::Result after = co_await NextOf(**it);
+  EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
+}
+
+CO_TEST(Pipeline, AStopCancelsAPrefetchWaitingOnASocket) {
+  SocketPair pair = co_await Connect();  // the writer never writes
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  auto it = ReadLines(pair.reader, {.name = "quiet"})
+                .Prefetch(1)
+                .MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  std::optional<ElementIterator::Result> ready = (*it)->TryNext();  // starts
+  EXPECT_FALSE(ready.has_value());
+  coordinator.RequestStop();
+  // Join completes only once the producer's read was cancelled.
+  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  ElementIterator::Result after = co_await NextOf(**it);
+  EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
+}
+
+CO_TEST(Pipeline, APipelineErrorStopsTheCoordinatorWithIt) {
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  Dataset missing =
+      Dataset::TextLines({"/nonexistent/cosession/x.txt"}).Prefetch(2);
+  Drained d = co_await Drain(missing, Context(&coordinator));
+  EXPECT_TRUE(absl::IsNotFound(d.end)) << d.end;
+  absl::Status joined = co_await coordinator.Join(asio::use_awaitable);
+  EXPECT_TRUE(absl::IsNotFound(joined)) << joined;
+}
+
+// ------------------------------------------------------- exact resume
+
+CO_TEST(Pipeline, SkipResumesAShuffledParallelChainExactly) {
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  Dataset chain = TimesTen(Dataset::Range(50), 3)
+                      .Shuffle(8, /*seed=*/11)
+                      .Batch(4)
+                      .Repeat(3)
+                      .Prefetch(2);
+  CO_ASSERT_TRUE(chain.deterministic());
+  Drained whole = co_await Drain(chain, Context(&coordinator));
+  CO_ASSERT_TRUE(whole.end.ok());
+  CO_ASSERT_TRUE(whole.elements.size() == 39u);  // 13 batches per epoch
+  for (int64_t position : {0, 1, 13, 20, 38, 39}) {
+    auto it = chain.MakeIterator(Context(&coordinator));
+    CO_ASSERT_TRUE(it.ok());
+    absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(position);
+    CO_ASSERT_TRUE(skipped.ok());
+    EXPECT_EQ(*skipped, position);
+    Drained rest = co_await DrainIterator(**it);
+    EXPECT_EQ(rest.elements,
+              std::vector<std::vector<int64_t>>(
+                  whole.elements.begin() + position, whole.elements.end()))
+        << "resumed at " << position;
+  }
+  coordinator.RequestStop();
+  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+}
+
+// ------------------------------------------------------- into the graph
+
+CO_TEST(Pipeline, IteratorGetNextRunsADatasetInTheGraph) {
+  Graph g;
+  Tensor x = Tensor::FromVector<float>({1, 2, 3, 4, 5, 6}, TensorShape{3, 2});
+  Tensor y = Tensor::FromVector<int64_t>({7, 8, 9});
+  std::vector<Output> xy =
+      IteratorGetNext(g, Dataset::FromTensorSlices({x, y}).Batch(2), "batch");
+  Session session(g, TestRuntime());
+  CO_ASSERT_TRUE(xy.size() == 2u);
+  EXPECT_TRUE(DatasetOfGetNext(xy[1]).ok());
+  Coordinator coordinator(co_await asio::this_coro::executor);
+  CO_ASSERT_OK(StartDatasetIterator(session, coordinator, xy[0]));
+  RunArgs args{.fetches = xy};
+  auto first = co_await session.Run(args, asio::use_awaitable);
+  CO_ASSERT_TRUE(first.ok());
+  EXPECT_EQ(Values((*first)[0]), (std::vector<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(Values((*first)[1]), (std::vector<int64_t>{7, 8}));
+  auto second = co_await session.Run(args, asio::use_awaitable);
+  CO_ASSERT_TRUE(second.ok());
+  EXPECT_EQ(Values((*second)[1]), (std::vector<int64_t>{9}));
+  auto end = co_await session.Run(args, asio::use_awaitable);
+  EXPECT_TRUE(absl::IsOutOfRange(end.status())) << end.status();
+  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+}
+
+TEST(Pipeline, IteratorGetNextNeedsAKnownTensorSpec) {
+  Graph g;
+  EXPECT_THROW(IteratorGetNext(g, Dataset::TextLines({"x.txt"})), StatusError);
+  Dataset unknown = Dataset::Range(3).Map(
+      [](Element e) -> absl::StatusOr<Element> { return e; });
+  EXPECT_THROW(IteratorGetNext(g, unknown), StatusError);
+  EXPECT_THROW(IteratorGetNext(g, Dataset::Range(3).Batch(0)), StatusError);
+}
+
+}  // namespace
+}  // namespace cosession::pipeline_test
