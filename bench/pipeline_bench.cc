@@ -64,7 +64,7 @@ asio::awaitable<int64_t> DrainRows(Dataset dataset, Coordinator* coordinator,
       co_return rows;
     }
     if (!next->has_value()) co_return rows;
-    rows += (*next)->tensor(0).shape().dim(0);
+    rows += (*next)->tensor(0).shape().dim_size(0);
   }
 }
 
@@ -73,7 +73,8 @@ asio::awaitable<int64_t> DrainRows(Dataset dataset, Coordinator* coordinator,
 constexpr int64_t kStageElements = 32 * 1024;
 
 asio::awaitable<void> PipelineStages(benchmark::State& state) {
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   Dataset chain =
       Dataset::Range(kStageElements)
           .Map([](Element e) -> absl::StatusOr<Element> { return e; },
@@ -85,8 +86,8 @@ asio::awaitable<void> PipelineStages(benchmark::State& state) {
     benchmark::DoNotOptimize(rows);
   }
   state.SetItemsProcessed(state.iterations() * kStageElements);
-  coordinator.RequestStop();
-  (void)co_await coordinator.Join(asio::use_awaitable);
+  coordinator.RequestStop().IgnoreError();
+  (void)co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
 }
 
 void BM_Pipeline_Stages(benchmark::State& state) {
@@ -139,7 +140,7 @@ BENCHMARK(BM_Pipeline_CsvFile)->Arg(1)->Arg(2)->UseRealTime();
 
 // Parses one line of numbers into `features` (all but the last) and the
 // label, by hand.
-bool ParseDigitsLine(std::string_view line, float* features, int32_t& label) {
+bool ParseDigitsLine(absl::string_view line, float* features, int32_t& label) {
   const char* p = line.data();
   const char* end = p + line.size();
   for (int64_t c = 0; c < kDigitsColumns; ++c) {
@@ -160,7 +161,7 @@ bool ParseDigitsLine(std::string_view line, float* features, int32_t& label) {
 // Batches of parsed lines, built by hand.
 class HandBatcher {
  public:
-  void Add(std::string_view line) {
+  void Add(absl::string_view line) {
     if (line.empty()) return;
     if (n_ == 0) {
       features_ = Tensor::Allocate(DType::kFloat,
@@ -283,7 +284,7 @@ void BM_Baseline_SocketRead(benchmark::State& state) {
       size_t start = 0;
       for (size_t eol; (eol = pending.find('\n', start)) != std::string::npos;
            start = eol + 1) {
-        batcher.Add(std::string_view(pending).substr(start, eol - start));
+        batcher.Add(absl::string_view(pending).substr(start, eol - start));
       }
       pending.erase(0, start);
     }
@@ -328,7 +329,7 @@ const DigitsTensors& Digits() {
 // The batches FromTensorSlices(...).Batch(32) yields, made by hand.
 std::vector<std::pair<Tensor, Tensor>> DigitsBatches() {
   const DigitsTensors& d = Digits();
-  const int64_t n = d.y.shape().dim(0);
+  const int64_t n = d.y.shape().dim_size(0);
   const int64_t f = kDigitsColumns - 1;
   std::vector<std::pair<Tensor, Tensor>> batches;
   for (int64_t begin = 0; begin + kBatch <= n; begin += kBatch) {

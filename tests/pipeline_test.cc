@@ -15,6 +15,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <memory>
@@ -202,7 +203,7 @@ CO_TEST(Pipeline, FromTensorSlicesAndBatch) {
   Tensor y = Tensor::FromVector<int32_t>({0, 1, 2, 3, 4});
   std::vector<Tensor> columns{x, y};
   Dataset slices = Dataset::FromTensorSlices(columns);
-  CO_ASSERT_TRUE(slices.ok()) << slices.status();
+  CO_ASSERT_TRUE(slices.ok());
   CO_ASSERT_TRUE(slices.spec().has_value());
   EXPECT_EQ(ElementSpecString(*slices.spec()), "(float [2], int32 [])");
   Dataset batches = slices.Batch(2);
@@ -546,16 +547,18 @@ CO_TEST(Pipeline, PrefetchWithoutCoordinatorIsFailedPrecondition) {
 }
 
 CO_TEST(Pipeline, PrefetchYieldsTheStreamAndItsEnd) {
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   Dataset prefetched = TimesTen(Dataset::Range(6), 2).Prefetch(2);
   Drained d = co_await Drain(prefetched, Context(&coordinator));
   EXPECT_EQ(d.elements, Scalars({0, 10, 20, 30, 40, 50}));
   EXPECT_TRUE(d.end.ok()) << d.end;
-  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   auto calls = std::make_shared<std::atomic<int64_t>>(0);
   // Each call of the map reports its count; the test waits for the count
   // at which the producer must block, then stops it.
@@ -580,8 +583,8 @@ CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
     CO_ASSERT_TRUE(!ec);
     seen = n;
   }
-  coordinator.RequestStop();
-  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  coordinator.RequestStop().IgnoreError();
+  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
   // Joined: the producer ended. Without backpressure it would have run on.
   EXPECT_LE(calls->load(), 1 + kBuffer + 1);
   ElementIterator::Result after = co_await NextOf(**it);
@@ -590,34 +593,37 @@ CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
 
 CO_TEST(Pipeline, AStopCancelsAPrefetchWaitingOnASocket) {
   SocketPair pair = co_await Connect();  // the writer never writes
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   auto it = ReadLines(pair.reader, {.name = "quiet"})
                 .Prefetch(1)
                 .MakeIterator(Context(&coordinator));
   CO_ASSERT_TRUE(it.ok());
   std::optional<ElementIterator::Result> ready = (*it)->TryNext();  // starts
   EXPECT_FALSE(ready.has_value());
-  coordinator.RequestStop();
+  coordinator.RequestStop().IgnoreError();
   // Join completes only once the producer's read was cancelled.
-  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
   ElementIterator::Result after = co_await NextOf(**it);
   EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
 }
 
 CO_TEST(Pipeline, APipelineErrorStopsTheCoordinatorWithIt) {
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   Dataset missing =
       Dataset::TextLines({"/nonexistent/cosession/x.txt"}).Prefetch(2);
   Drained d = co_await Drain(missing, Context(&coordinator));
   EXPECT_TRUE(absl::IsNotFound(d.end)) << d.end;
-  absl::Status joined = co_await coordinator.Join(asio::use_awaitable);
+  absl::Status joined = co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
   EXPECT_TRUE(absl::IsNotFound(joined)) << joined;
 }
 
 // ------------------------------------------------------- exact resume
 
 CO_TEST(Pipeline, SkipResumesAShuffledParallelChainExactly) {
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   Dataset chain = TimesTen(Dataset::Range(50), 3)
                       .Shuffle(8, /*seed=*/11)
                       .Batch(4)
@@ -639,8 +645,8 @@ CO_TEST(Pipeline, SkipResumesAShuffledParallelChainExactly) {
                   whole.elements.begin() + position, whole.elements.end()))
         << "resumed at " << position;
   }
-  coordinator.RequestStop();
-  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  coordinator.RequestStop().IgnoreError();
+  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 // ------------------------------------------------------- into the graph
@@ -654,7 +660,8 @@ CO_TEST(Pipeline, IteratorGetNextRunsADatasetInTheGraph) {
   Session session(g, TestRuntime());
   CO_ASSERT_TRUE(xy.size() == 2u);
   EXPECT_TRUE(DatasetOfGetNext(xy[1]).ok());
-  Coordinator coordinator(co_await asio::this_coro::executor);
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
   CO_ASSERT_OK(StartDatasetIterator(session, coordinator, xy[0]));
   RunArgs args{.fetches = xy};
   auto first = co_await session.Run(args, asio::use_awaitable);
@@ -666,7 +673,7 @@ CO_TEST(Pipeline, IteratorGetNextRunsADatasetInTheGraph) {
   EXPECT_EQ(Values((*second)[1]), (std::vector<int64_t>{9}));
   auto end = co_await session.Run(args, asio::use_awaitable);
   EXPECT_TRUE(absl::IsOutOfRange(end.status())) << end.status();
-  CO_ASSERT_OK(co_await coordinator.Join(asio::use_awaitable));
+  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 TEST(Pipeline, IteratorGetNextNeedsAKnownTensorSpec) {
