@@ -277,9 +277,11 @@ class CsvBatchesIterator : public ElementIterator {
   boost::asio::awaitable<absl::Status> Load() {
     if (!load_status_.ok()) co_return load_status_;
     using LoadResult = absl::StatusOr<std::shared_ptr<const DatasetRows>>;
+    // Named first: a capturing lambda temporary inside co_await is freed
+    // too early by g++ 12 (docs/async_pitfalls.md, item 4).
+    auto load = [dataset = dataset_] { return dataset->Load(); };
     LoadResult rows = co_await detail::AsyncOnPool<LoadResult>(
-        pool_, [dataset = dataset_] { return dataset->Load(); },
-        "CsvBatches: reading the files was cancelled",
+        pool_, std::move(load), "CsvBatches: reading the files was cancelled",
         boost::asio::use_awaitable);
     if (!rows.ok()) {
       if (!absl::IsCancelled(rows.status())) load_status_ = rows.status();

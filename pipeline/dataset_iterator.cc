@@ -48,9 +48,11 @@ asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
         "call StartDatasetIterator(session, coordinator, get_next) before "
         "running it"));
   }
+  // No co_await inside a conditional expression: g++ 12 destroys its
+  // temporaries twice (docs/async_pitfalls.md, item 13).
   std::optional<ElementIterator::Result> ready = iterator->TryReceive();
-  ElementIterator::Result next =
-      ready.has_value() ? *std::move(ready) : co_await iterator->Receive();
+  if (!ready.has_value()) ready = co_await iterator->Receive();
+  ElementIterator::Result next = *std::move(ready);
   if (!next.ok()) co_return next.status();
   if (!next->has_value()) co_return absl::OutOfRangeError("End of sequence");
   std::shared_ptr<const GetNextConfig> config = ConfigOf(ctx.node());

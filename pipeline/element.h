@@ -78,14 +78,14 @@ struct ComponentSpec {
   // A scalar tensor of `dtype` (out of line: g++ 12 warns about the copy
   // of an inline TensorShape{} it sees to be empty).
   static ComponentSpec Scalar(DType dtype);
-  // "string", "float [-1, 64]".
+  // "string", "float [?,64]" (TensorShape::DebugString).
   std::string DebugString() const;
   friend bool operator==(const ComponentSpec&, const ComponentSpec&) = default;
 };
 
 using ElementSpec = std::vector<ComponentSpec>;
 
-// "(float [-1, 64], int32 [-1])".
+// "(float [?,64], int32 [?])".
 std::string ElementSpecString(const ElementSpec& spec);
 
 // The spec of one element, exactly (every dimension known).

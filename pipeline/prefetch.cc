@@ -55,7 +55,7 @@ absl::Status PipelineStopped() {
   return absl::CancelledError("input pipeline stopped");
 }
 
-class PrefetcherState {
+class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
  public:
   using Result = ElementIterator::Result;
   using Channel =
@@ -86,7 +86,9 @@ class PrefetcherState {
   // wait it is in, on its strand.
   void StopFill(asio::cancellation_type type) {
     stopping_.store(true, std::memory_order_release);
-    asio::post(strand, [this, type] { fill_signal.emit(type); });
+    asio::post(strand, [self = shared_from_this(), type] {
+      if (self->fill_running) self->fill_signal.emit(type);
+    });
   }
 
   // Fill's end, delivered once to the producer task's wait.
@@ -129,8 +131,10 @@ class PrefetcherState {
 
   Strand strand;
   Channel channel;
-  // Emitted only on `strand` (StopFill): Fill's cancellation.
+  // Emitted only on `strand` (StopFill): Fill's cancellation, while Fill
+  // runs (fill_running, also only touched on `strand`).
   asio::cancellation_signal fill_signal;
+  bool fill_running = false;
 
  private:
   std::atomic<bool> stopping_{false};
@@ -153,7 +157,11 @@ class ProducerGuard {
       : state_(std::move(other.state_)) {}
   ProducerGuard& operator=(ProducerGuard&&) = delete;
   ~ProducerGuard() {
-    if (state_ != nullptr) state_->Finish(PipelineStopped(), /*close=*/true);
+    // After the end was queued (a final result recorded, the channel still
+    // open), the buffered elements are still the consumer's.
+    if (state_ != nullptr && !state_->final_result().has_value()) {
+      state_->Finish(PipelineStopped(), /*close=*/true);
+    }
   }
 
  private:
@@ -165,6 +173,7 @@ class ProducerGuard {
 asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
                                        ElementIterator& input,
                                        int64_t skip_first) {
+  if (state.stopping()) co_return PipelineStopped();
   if (skip_first > 0) {
     absl::StatusOr<int64_t> skipped = co_await input.Skip(skip_first);
     if (!skipped.ok()) co_return skipped.status();
@@ -189,6 +198,7 @@ asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
 asio::awaitable<absl::Status> Fill(std::shared_ptr<PrefetcherState> state,
                                    std::unique_ptr<ElementIterator> input,
                                    int64_t skip_first, std::string name) {
+  state->fill_running = true;
   absl::Status status;
   try {
     status = co_await FillLoop(*state, *input, skip_first);
@@ -204,6 +214,7 @@ asio::awaitable<absl::Status> Fill(std::shared_ptr<PrefetcherState> state,
     state->Finish(status, /*close=*/true);
   }
   input.reset();
+  state->fill_running = false;
   // A body that ends without suspending after a cancellation loses its
   // completion in co_spawn (docs/async_pitfalls.md, item 12).
   co_await asio::this_coro::reset_cancellation_state();
@@ -277,16 +288,14 @@ ElementIterator::Result Received(PrefetcherState& state,
 }  // namespace
 
 std::optional<Prefetcher::Result> Prefetcher::TryReceive() {
-  if (std::optional<Result> final_result = state_->final_result();
-      final_result.has_value() && !state_->channel.ready()) {
-    return final_result;
-  }
+  // The channel first: the end travels in it behind the last elements, and
+  // once a final result closed it, nothing more comes out of it.
   std::optional<Result> received;
   state_->channel.try_receive([&](error_code ec, Result result) {
     if (!ec) received = std::move(result);
   });
-  if (!received.has_value()) return std::nullopt;
-  return Received(*state_, *std::move(received));
+  if (received.has_value()) return Received(*state_, *std::move(received));
+  return state_->final_result();
 }
 
 asio::awaitable<Prefetcher::Result> Prefetcher::Receive() {

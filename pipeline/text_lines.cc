@@ -59,24 +59,26 @@ class TextLinesIterator : public ElementIterator {
         LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
                                       .max_line_bytes = options_.max_line_bytes};
         using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
+        // Named first: a capturing lambda temporary inside co_await is
+        // freed too early by g++ 12 (docs/async_pitfalls.md, item 4).
+        auto open = [path, options]() -> Opened {
+          auto reader = LineFileReader::Open(path, options);
+          if (!reader.ok()) return reader.status();
+          return std::shared_ptr<LineFileReader>(*std::move(reader));
+        };
+        std::string what = absl::StrCat("reading '", path, "' was cancelled");
         Opened opened = co_await AsyncOnPool<Opened>(
-            pool_,
-            [path, options]() -> Opened {
-              auto reader = LineFileReader::Open(path, options);
-              if (!reader.ok()) return reader.status();
-              return std::shared_ptr<LineFileReader>(*std::move(reader));
-            },
-            absl::StrCat("reading '", path, "' was cancelled"),
-            asio::use_awaitable);
+            pool_, std::move(open), std::move(what), asio::use_awaitable);
         if (!opened.ok()) co_return Fail(opened.status());
         reader_ = *std::move(opened);
         source_ = std::make_shared<const std::string>(path);
         continue;
       }
+      auto read_chunk = [reader = reader_] { return reader->ReadChunk(); };
+      std::string what =
+          absl::StrCat("reading '", reader_->path(), "' was cancelled");
       absl::Status read = co_await AsyncOnPool<absl::Status>(
-          pool_, [reader = reader_] { return reader->ReadChunk(); },
-          absl::StrCat("reading '", reader_->path(), "' was cancelled"),
-          asio::use_awaitable);
+          pool_, std::move(read_chunk), std::move(what), asio::use_awaitable);
       if (!read.ok()) co_return Fail(read);
     }
   }

@@ -207,14 +207,14 @@ CO_TEST(Pipeline, FromTensorSlicesAndBatch) {
   CO_ASSERT_TRUE(slices.spec().has_value());
   EXPECT_EQ(ElementSpecString(*slices.spec()), "(float [2], int32 [])");
   Dataset batches = slices.Batch(2);
-  EXPECT_EQ(ElementSpecString(*batches.spec()), "(float [-1, 2], int32 [-1])");
+  EXPECT_EQ(ElementSpecString(*batches.spec()), "(float [?,2], int32 [?])");
   Drained d = co_await Drain(batches, Context());
   EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
                             {1, 2, 3, 4, 0, 1}, {5, 6, 7, 8, 2, 3}, {9, 10, 4}}));
   d = co_await Drain(slices.Batch(2, /*drop_remainder=*/true), Context());
   EXPECT_EQ(d.elements.size(), 2u);
   EXPECT_EQ(ElementSpecString(*slices.Batch(2, true).spec()),
-            "(float [2, 2], int32 [2])");
+            "(float [2,2], int32 [2])");
 }
 
 CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
