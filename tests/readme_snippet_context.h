@@ -23,6 +23,7 @@
 #include "cosession/graph/ops.h"
 #include "cosession/graph/optimizers.h"
 #include "cosession/hooks/logging_tensor_hook.h"
+#include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"

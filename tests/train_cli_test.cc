@@ -172,6 +172,22 @@ TEST(TrainCli, TrainsOnRowsFromATcpPeerUntilItCloses) {
   EXPECT_NE(latest->find("model.ckpt-57"), std::string::npos) << *latest;
 }
 
+// examples/stream_train.cc: its own sender streams the digits into its own
+// training over loopback, on one event loop, until the sender closes.
+TEST(StreamTrain, TrainsOnRowsItStreamsToItselfUntilTheSenderCloses) {
+  ChildProcess child({COSESSION_STREAM_TRAIN_BINARY});
+  ASSERT_TRUE(child.started()) << child.error();
+  std::optional<int> status = child.Wait(kLimit);
+  ASSERT_TRUE(status.has_value()) << child.output();
+  EXPECT_EQ(ExitCodeOf(*status), 0) << child.output();
+  // 1797 rows in batches of 32.
+  EXPECT_NE(child.output().find("trained 57 steps on rows streamed over tcp"),
+            std::string::npos)
+      << child.output();
+  EXPECT_NE(child.output().find("step 50: loss"), std::string::npos)
+      << child.output();
+}
+
 // The global step in the last "stopped at global step N" line.
 int64_t StoppedAt(const std::string& output) {
   const std::string marker = "stopped at global step ";
