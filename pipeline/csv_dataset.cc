@@ -21,18 +21,6 @@ absl::Status OptionError(absl::string_view option, absl::string_view problem) {
       absl::StrCat("CsvDataset: ", option, " ", problem));
 }
 
-// A Fisher-Yates permutation of 0..n-1 from a stream keyed by (seed, salt).
-std::vector<int64_t> EpochPermutation(int64_t n, uint64_t seed, uint64_t salt) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) order[i] = i;
-  std::mt19937_64 engine = SeededEngine(seed, salt);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(
-        UniformBelow(engine, static_cast<uint64_t>(i + 1)));
-    std::swap(order[i], order[j]);
-  }
-  return order;
-}
 
 // The salt of the epochs' streams (SeededRowSplit has its own).
 constexpr uint64_t kEpochSalt = 1;
@@ -186,7 +174,7 @@ std::vector<int64_t> EpochOrder(int64_t n, std::optional<uint64_t> seed,
     for (int64_t i = 0; i < n; ++i) order[i] = i;
     return order;
   }
-  return EpochPermutation(n, *seed, kEpochSalt + static_cast<uint64_t>(epoch));
+  return SeededPermutation(n, *seed, kEpochSalt + static_cast<uint64_t>(epoch));
 }
 
 DatasetStream::DatasetStream(std::shared_ptr<const CsvDataset> dataset,

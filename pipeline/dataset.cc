@@ -11,7 +11,6 @@
 namespace cosession {
 namespace {
 
-using detail::Node;
 
 // Salt that keeps SeededRowSplit's stream apart from the shuffles'.
 constexpr uint64_t kSplitSalt = 0x5b17'0000'0000'0001ULL;
@@ -365,15 +364,8 @@ absl::StatusOr<RowSplit> SeededRowSplit(int64_t num_rows, double first_fraction,
   }
   const auto first_size = static_cast<int64_t>(
       std::llround(static_cast<double>(num_rows) * first_fraction));
-  // A Fisher-Yates permutation; its first first_size rows go first.
-  std::vector<int64_t> order(static_cast<size_t>(num_rows));
-  for (int64_t i = 0; i < num_rows; ++i) order[i] = i;
-  std::mt19937_64 engine = SeededEngine(seed, kSplitSalt);
-  for (int64_t i = num_rows - 1; i > 0; --i) {
-    const int64_t j = static_cast<int64_t>(
-        UniformBelow(engine, static_cast<uint64_t>(i + 1)));
-    std::swap(order[i], order[j]);
-  }
+  // The first first_size rows of a seeded permutation go first.
+  std::vector<int64_t> order = SeededPermutation(num_rows, seed, kSplitSalt);
   RowSplit split;
   split.first.assign(order.begin(), order.begin() + first_size);
   split.second.assign(order.begin() + first_size, order.end());

@@ -1,6 +1,7 @@
 #include "cosession/pipeline/seeded_random.h"
 
 #include <limits>
+#include <utility>
 
 namespace cosession {
 namespace {
@@ -32,6 +33,19 @@ uint64_t UniformBelow(std::mt19937_64& engine, uint64_t bound) {
     r = engine();
   } while (r >= limit);
   return r % bound;
+}
+
+std::vector<int64_t> SeededPermutation(int64_t n, uint64_t seed,
+                                       uint64_t salt) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 engine = SeededEngine(seed, salt);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = static_cast<int64_t>(
+        UniformBelow(engine, static_cast<uint64_t>(i + 1)));
+    std::swap(order[i], order[j]);
+  }
+  return order;
 }
 
 uint64_t MixSeed(uint64_t a, uint64_t b) {

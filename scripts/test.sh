@@ -82,7 +82,7 @@ for config in "${configs[@]}"; do
     fi
     ./build/release/examples/cosession_train --checkpoint_dir="$train_dir" \
       --max_steps=2100 > build/release/train_resumed.log
-    if ! grep -q 'starting at global step 2000$' build/release/train_resumed.log; then
+    if ! grep -q 'starting at batch 2000$' build/release/train_resumed.log; then
       cat build/release/train_resumed.log >&2
       echo "cosession_train did not resume from its checkpoint" >&2
       exit 1

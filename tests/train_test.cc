@@ -85,17 +85,7 @@ struct Trainer {
                                        .num_epochs = -1});
     EXPECT_TRUE(dataset.ok()) << dataset.status();
     batch = DatasetIteratorGetNext(g, *dataset);
-    auto built = BuildMlpClassifier(g, batch.features, batch.labels,
-                                    {.hidden_units = {32},
-                                     .input_scale = 1.0 / 16,
-                                     .optimizer = "adam",
-                                     .learning_rate = 3e-3});
-    EXPECT_TRUE(built.ok()) << built.status();
-    model = *built;
-    auto hook = DatasetHook::Create(
-        {.get_next = batch.features, .resume_from_global_step = true});
-    EXPECT_TRUE(hook.ok()) << hook.status();
-    input = *hook;
+    BuildModel({.get_next = batch.features, .resume_from_global_step = true});
   }
 
   // The same model fed by a stage pipeline: lines parsed by a parallel
@@ -105,6 +95,11 @@ struct Trainer {
     g.set_seed(static_cast<int64_t>(kSeed));
     std::vector<Output> xy = IteratorGetNext(g, batches, "batch");
     batch = {.features = xy[0], .labels = xy[1]};
+    BuildModel({.get_next = batch.features, .resume_from_checkpoint = true});
+  }
+
+  // The model over `batch`, and the hook that starts its iterator.
+  void BuildModel(DatasetHookOptions hook_options) {
     auto built = BuildMlpClassifier(g, batch.features, batch.labels,
                                     {.hidden_units = {32},
                                      .input_scale = 1.0 / 16,
@@ -112,8 +107,7 @@ struct Trainer {
                                      .learning_rate = 3e-3});
     EXPECT_TRUE(built.ok()) << built.status();
     model = *built;
-    auto hook = DatasetHook::Create(
-        {.get_next = batch.features, .resume_from_checkpoint = true});
+    auto hook = DatasetHook::Create(std::move(hook_options));
     EXPECT_TRUE(hook.ok()) << hook.status();
     input = *hook;
   }
