@@ -100,17 +100,21 @@ Dataset ReadRecordsFrom(std::shared_ptr<ByteStream> stream,
 template <typename AsyncReadStream>
 Dataset ReadLines(std::shared_ptr<AsyncReadStream> stream,
                   StreamSourceOptions options = {}) {
-  return ReadLinesFrom(std::make_shared<AsioByteStream<AsyncReadStream>>(
-                           std::move(stream), options.name),
-                       std::move(options));
+  // The name is copied before `options` is moved (argument order is
+  // unspecified).
+  auto bytes = std::make_shared<AsioByteStream<AsyncReadStream>>(
+      std::move(stream), options.name);
+  return ReadLinesFrom(std::move(bytes), std::move(options));
 }
 
 template <typename AsyncReadStream>
 Dataset ReadRecords(std::shared_ptr<AsyncReadStream> stream,
                     StreamSourceOptions options = {}) {
-  return ReadRecordsFrom(std::make_shared<AsioByteStream<AsyncReadStream>>(
-                             std::move(stream), options.name),
-                         std::move(options));
+  // The name is copied before `options` is moved (argument order is
+  // unspecified).
+  auto bytes = std::make_shared<AsioByteStream<AsyncReadStream>>(
+      std::move(stream), options.name);
+  return ReadRecordsFrom(std::move(bytes), std::move(options));
 }
 
 // Connects to host:port (resolved, each address tried in turn) when the

@@ -441,6 +441,43 @@ CO_TEST(Pipeline, ReadRecordsAndAPeerClosingMidRecord) {
       << d.end;
 }
 
+CO_TEST(Pipeline, APeerResetMidStreamIsUnavailableNamingThePeer) {
+  SocketPair pair = co_await Connect();
+  const std::string partial = "1,2\n3,";
+  co_await asio::async_write(*pair.writer, asio::buffer(partial),
+                             asio::use_awaitable);
+  // A zero linger turns the close into a reset (RST), not an end (FIN).
+  pair.writer->set_option(asio::socket_base::linger(true, 0));
+  pair.writer->close();
+  Dataset lines = ReadLines(pair.reader, {.name = "tcp peer:5000"});
+  Drained d = co_await Drain(lines, Context());
+  EXPECT_TRUE(absl::IsUnavailable(d.end)) << d.end;
+  EXPECT_NE(d.end.message().find("tcp peer:5000"), std::string::npos) << d.end;
+  // What arrived before the reset was delivered, not a silent end.
+  EXPECT_LE(d.texts.size(), 1u);
+}
+
+CO_TEST(Pipeline, EmptyInputsGiveEmptyStreams) {
+  ScratchDir dir;
+  WriteFile(dir / "empty.txt", "");
+  std::vector<Dataset> empties{
+      Dataset::Range(0),
+      Dataset::Range(5).Take(0),
+      Dataset::Range(5).Skip(-1),
+      Dataset::Range(0).Batch(4),
+      Dataset::Range(3).Batch(4, /*drop_remainder=*/true),
+      Dataset::Range(0).Shuffle(8, 1),
+      Dataset::Range(0).Repeat(),
+      Dataset::Range(3).Repeat(0),
+      Dataset::TextLines({dir / "empty.txt"}),
+      TimesTen(Dataset::Range(0), 2)};
+  for (const Dataset& empty : empties) {
+    Drained d = co_await Drain(empty, Context());
+    EXPECT_TRUE(d.end.ok()) << empty.DebugString() << ": " << d.end;
+    EXPECT_TRUE(d.elements.empty()) << empty.DebugString();
+  }
+}
+
 CO_TEST(Pipeline, AnOversizedRecordLengthIsRejectedBeforeReadingIt) {
   SocketPair pair = co_await Connect();
   const std::string header = Record(std::string(100, 'z')).substr(0, 4);
