@@ -13,11 +13,6 @@
 // while its chain still runs. Shutdown (the consumer is gone) does the
 // same without the coordinator.
 //
-// Refills come in bursts: once the buffer is full the producer waits until
-// the consumer drained it to half, so that a consumer taking one element a
-// step does not wake the producer's thread for every element
-// (BM_Train_FromPipeline: 1.65 to 1.4 times the step fed by placeholders).
-//
 // Results. Elements travel in a concurrent channel of buffer_size results.
 // The first final result -- the end of the input (nullopt), an error, or a
 // stop -- is recorded once (Finish); a consumer that meets it returns it
@@ -69,59 +64,7 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
 
   PrefetcherState(Runtime::executor_type pool, int64_t buffer_size)
       : strand(asio::make_strand(pool)),
-        channel(strand, static_cast<size_t>(buffer_size)),
-        capacity_(buffer_size),
-        low_water_(buffer_size / 2) {}
-
-  // Refill in bursts. The producer stops when the buffer is full and
-  // resumes only once the consumer drained it to half (low water), so that
-  // a consumer taking one element per step wakes the producer's thread
-  // once per capacity / 2 elements, not once per element.
-  bool full() const {
-    return buffered_.load(std::memory_order_acquire) >= capacity_;
-  }
-  void Sent() { buffered_.fetch_add(1, std::memory_order_acq_rel); }
-  // A receiver took an element: wakes the producer at low water.
-  void Taken() {
-    const int64_t left = buffered_.fetch_sub(1, std::memory_order_acq_rel) - 1;
-    if (left > low_water_) return;
-    absl::AnyInvocable<void(bool)> waiter;
-    {
-      std::lock_guard lock(mu_);
-      waiter = std::move(drained_waiter_);
-    }
-    if (waiter) waiter(true);
-  }
-  // Completes with true once the buffer is at low water, false when
-  // cancelled (Fill's stop).
-  template <typename CompletionToken>
-  auto AsyncWaitDrained(CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(bool)>(
-        [this](auto handler) {
-          auto slot = asio::get_associated_cancellation_slot(handler);
-          auto done =
-              PostToHandler<bool>(std::move(handler), [](bool b) { return b; });
-          {
-            std::lock_guard lock(mu_);
-            if (buffered_.load(std::memory_order_acquire) > low_water_) {
-              drained_waiter_ = std::move(done);
-              if (slot.is_connected()) {
-                slot.assign([this](asio::cancellation_type) {
-                  absl::AnyInvocable<void(bool)> waiter;
-                  {
-                    std::lock_guard lock(mu_);
-                    waiter = std::move(drained_waiter_);
-                  }
-                  if (waiter) waiter(false);
-                });
-              }
-              return;
-            }
-          }
-          done(true);
-        },
-        token);
-  }
+        channel(strand, static_cast<size_t>(buffer_size)) {}
 
   std::optional<Result> final_result() {
     std::lock_guard lock(mu_);
@@ -195,12 +138,7 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
 
  private:
   std::atomic<bool> stopping_{false};
-  const int64_t capacity_;
-  const int64_t low_water_;
-  // Elements sent and not yet taken.
-  std::atomic<int64_t> buffered_{0};
   std::mutex mu_;
-  absl::AnyInvocable<void(bool)> drained_waiter_ ABSL_GUARDED_BY(mu_);
   std::optional<Result> final_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> fill_result_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void(absl::Status)> fill_waiter_ ABSL_GUARDED_BY(mu_);
@@ -244,20 +182,9 @@ asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
     ElementIterator::Result next = co_await NextOf(input);
     if (!next.ok()) co_return next.status();
     const bool at_end = !next->has_value();
-    if (state.full() &&
-        !co_await state.AsyncWaitDrained(asio::use_awaitable)) {
-      co_return PipelineStopped();
-    }
-    if (state.stopping()) co_return PipelineStopped();
-    // Below capacity, a send does not wait: try_send, without a post. It
-    // fails only in the window after a cancelled receive
-    // (docs/async_pitfalls.md, item 11), or once closed.
-    state.Sent();
-    if (!state.channel.try_send(error_code(), next)) {
-      auto [ec] = co_await state.channel.async_send(
-          error_code(), std::move(next), asio::as_tuple(asio::use_awaitable));
-      if (ec) co_return PipelineStopped();  // closed or cancelled: stopped
-    }
+    auto [ec] = co_await state.channel.async_send(
+        error_code(), std::move(next), asio::as_tuple(asio::use_awaitable));
+    if (ec) co_return PipelineStopped();  // closed or cancelled: stopped
     if (at_end) {
       state.Finish(std::optional<Element>(), /*close=*/false);
       co_return absl::OkStatus();
@@ -367,10 +294,7 @@ std::optional<Prefetcher::Result> Prefetcher::TryReceive() {
   state_->channel.try_receive([&](error_code ec, Result result) {
     if (!ec) received = std::move(result);
   });
-  if (received.has_value()) {
-    state_->Taken();
-    return Received(*state_, *std::move(received));
-  }
+  if (received.has_value()) return Received(*state_, *std::move(received));
   return state_->final_result();
 }
 
@@ -385,7 +309,6 @@ asio::awaitable<Prefetcher::Result> Prefetcher::Receive() {
                                        : Result(PipelineStopped());
   }
   if (ec) co_return Result(absl::CancelledError("the wait for the next element was cancelled"));
-  state->Taken();
   co_return Received(*state, std::move(result));
 }
 
