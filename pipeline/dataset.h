@@ -2,8 +2,7 @@
 // TensorFlow's tf.data:
 //
 //   Dataset lines = Dataset::TextLines({"digits.csv.gz"});
-//   Dataset batches = lines.Map(ParseCsvRow({.num_columns = 65}),
-//                               {.parallelism = 2})
+//   Dataset batches = CsvRows(lines, {.num_columns = 65, .parallelism = 2})
 //                         .Shuffle(1024, /*seed=*/42)
 //                         .Batch(32)
 //                         .Repeat()
@@ -18,8 +17,8 @@
 //   sources      FromElements, FromTensorSlices, Range, TextLines (here);
 //                ReadLines / ReadRecords over any Asio AsyncReadStream, and
 //                TcpLines (pipeline/stream_source.h); FromGenerator and
-//                FromChannel (pipeline/generator_source.h); CSV rows as a
-//                Map over lines (pipeline/csv_rows.h).
+//                FromChannel (pipeline/generator_source.h); CsvRows, CSV
+//                rows parsed from lines (pipeline/csv_rows.h).
 //   transforms   Map (a function or a coroutine, in parallel on the pool,
 //                in input order when deterministic), Filter,
 //                Shuffle(buffer, seed), Batch, PaddedBatch, Repeat, Take,

@@ -22,8 +22,10 @@
 // ElementChannel is bounded: Send waits while `capacity` elements are
 // queued (backpressure on the sender), and fails with FailedPrecondition
 // after Close. Receiving drains what was queued, then ends. A cancelled
-// Send or receive completes with Cancelled; nothing is lost that Send
-// reported as sent.
+// Send or receive completes with Cancelled. Nothing Send reported as sent
+// before Close was called is lost; a Send racing Close (from another
+// thread) may report OK and land after the end, where it is dropped: close
+// from the sending side once its last Send completed.
 //
 // Neither source is deterministic: no exact resume.
 //
