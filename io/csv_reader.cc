@@ -1,15 +1,12 @@
 #include "cosession/io/csv_reader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <zlib.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/io/maybe_gzip_file.h"
 
 namespace cosession {
 namespace {
@@ -101,46 +98,18 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
 }
 
 absl::StatusOr<std::string> ReadMaybeGzipFile(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, path);
-  // gzdopen owns fd from here on (gzclose closes it); in transparent mode
-  // it passes bytes that are not a gzip stream through unchanged.
-  gzFile file = ::gzdopen(fd, "rb");
-  if (file == nullptr) {
-    ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": cannot allocate the gzip reader"));
-  }
-  ::gzbuffer(file, 1 << 16);
+  constexpr size_t kChunk = 1 << 16;
+  absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(path, kChunk);
+  if (!file.ok()) return file.status();
   std::string data;
-  char buffer[1 << 16];
-  absl::Status status;
   while (true) {
-    const int n = ::gzread(file, buffer, sizeof(buffer));
-    if (n > 0) {
-      data.append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    // A truncated stream reads as an end of file (0) with Z_BUF_ERROR set,
-    // so the error state is checked at the end too.
-    int code = Z_OK;
-    const char* message = ::gzerror(file, &code);
-    if (n < 0 || code != Z_OK) {
-      if (code == Z_ERRNO) {
-        status = absl::ErrnoToStatus(errno, path);
-      } else if (code == Z_MEM_ERROR) {
-        status = absl::ResourceExhaustedError(
-            absl::StrCat(path, ": out of memory while decompressing"));
-      } else {
-        status = absl::DataLossError(
-            absl::StrCat(path, ": corrupt gzip data: ", message));
-      }
-    }
-    break;
+    const size_t old_size = data.size();
+    data.resize(old_size + kChunk);
+    absl::StatusOr<size_t> n = file->Read(data.data() + old_size, kChunk);
+    if (!n.ok()) return n.status();
+    data.resize(old_size + *n);
+    if (*n == 0) return data;
   }
-  ::gzclose_r(file);
-  if (!status.ok()) return status;
-  return data;
 }
 
 absl::StatusOr<CsvTable> ReadCsvFile(const std::string& path,

@@ -1,10 +1,6 @@
 #include "cosession/io/line_file_reader.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-#include <zlib.h>
-
-#include <cerrno>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,26 +8,18 @@ namespace cosession {
 
 absl::StatusOr<std::unique_ptr<LineFileReader>> LineFileReader::Open(
     const std::string& path, LineFileReaderOptions options) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, path);
-  // gzdopen owns fd from here on; in transparent mode it passes bytes that
-  // are not a gzip stream through unchanged.
-  gzFile file = ::gzdopen(fd, "rb");
-  if (file == nullptr) {
-    ::close(fd);
-    return absl::ResourceExhaustedError(
-        absl::StrCat(path, ": cannot allocate the gzip reader"));
-  }
-  ::gzbuffer(file, static_cast<unsigned>(options.chunk_bytes));
+  absl::StatusOr<MaybeGzipFile> file =
+      MaybeGzipFile::Open(path, static_cast<size_t>(options.chunk_bytes));
+  if (!file.ok()) return file.status();
   return std::unique_ptr<LineFileReader>(
-      new LineFileReader(path, file, options));
+      new LineFileReader(*std::move(file), options));
 }
 
-LineFileReader::LineFileReader(std::string path, void* file,
+LineFileReader::LineFileReader(MaybeGzipFile file,
                                LineFileReaderOptions options)
-    : path_(std::move(path)), file_(file), options_(options) {}
+    : file_(std::move(file)), options_(options) {}
 
-LineFileReader::~LineFileReader() { ::gzclose_r(static_cast<gzFile>(file_)); }
+LineFileReader::~LineFileReader() = default;
 
 absl::Status LineFileReader::ReadChunk() {
   if (eof_) return absl::OkStatus();
@@ -39,31 +27,20 @@ absl::Status LineFileReader::ReadChunk() {
   partial_.append(chunk_, chunk_pos_);
   chunk_pos_ = 0;
   chunk_.resize(static_cast<size_t>(options_.chunk_bytes));
-  gzFile file = static_cast<gzFile>(file_);
-  const int n = ::gzread(file, chunk_.data(),
-                         static_cast<unsigned>(chunk_.size()));
-  // A truncated stream reads as an end of file (0) with Z_BUF_ERROR set.
-  int code = Z_OK;
-  const char* message = ::gzerror(file, &code);
-  if (n < 0 || (n == 0 && code != Z_OK)) {
+  absl::StatusOr<size_t> n = file_.Read(chunk_.data(), chunk_.size());
+  if (!n.ok()) {
     chunk_.clear();
-    if (code == Z_ERRNO) return absl::ErrnoToStatus(errno, path_);
-    if (code == Z_MEM_ERROR) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(path_, ": out of memory while decompressing"));
-    }
-    return absl::DataLossError(
-        absl::StrCat(path_, ": corrupt gzip data: ", message));
+    return n.status();
   }
-  chunk_.resize(static_cast<size_t>(n));
-  if (n == 0) eof_ = true;
+  chunk_.resize(*n);
+  if (*n == 0) eof_ = true;
   return absl::OkStatus();
 }
 
 absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {
   auto too_long = [&] {
     return absl::InvalidArgumentError(
-        absl::StrCat(path_, ":", line_number_ + 1, ": line longer than ",
+        absl::StrCat(file_.path(), ":", line_number_ + 1, ": line longer than ",
                      options_.max_line_bytes, " bytes"));
   };
   const absl::string_view rest =

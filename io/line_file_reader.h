@@ -29,6 +29,7 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "cosession/io/maybe_gzip_file.h"
 
 namespace cosession {
 
@@ -59,12 +60,11 @@ class LineFileReader {
   // Reads the next chunk (blocking). After kEnd, a no-op.
   absl::Status ReadChunk();
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return file_.path(); }
 
  private:
-  LineFileReader(std::string path, void* file, LineFileReaderOptions options);
-  std::string path_;
-  void* file_;  // a gzFile
+  LineFileReader(MaybeGzipFile file, LineFileReaderOptions options);
+  MaybeGzipFile file_;
   LineFileReaderOptions options_;
   std::string chunk_;    // bytes read and not yet served
   size_t chunk_pos_ = 0;
