@@ -109,8 +109,10 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
         [this](auto handler) {
           auto slot = asio::get_associated_cancellation_slot(handler);
           if (slot.is_connected()) {
-            slot.assign([this](asio::cancellation_type type) {
-              StopFill(type);
+            // The slot may outlive this wait (and the state): it holds a
+            // weak reference only.
+            slot.assign([weak = weak_from_this()](asio::cancellation_type type) {
+              if (auto self = weak.lock()) self->StopFill(type);
             });
           }
           auto done = PostToHandler<absl::Status>(
