@@ -50,8 +50,8 @@ constexpr int64_t kBatch = 32;
 // Drains `dataset`, counting its elements' leading dimension (rows).
 asio::awaitable<int64_t> DrainRows(Dataset dataset, Coordinator* coordinator,
                                    benchmark::State* state) {
-  auto it = dataset.MakeIterator({.pool = Runtime::Default().executor(),
-                                  .coordinator = coordinator});
+  auto it = dataset.MakeIterator(
+      {.pool = Runtime::Default().executor(), .coordinator = coordinator});
   if (!it.ok()) {
     state->SkipWithError(it.status().ToString().c_str());
     co_return 0;
@@ -78,7 +78,8 @@ asio::awaitable<void> PipelineStages(benchmark::State& state) {
   Dataset chain =
       Dataset::Range(kStageElements)
           .Map([](Element e) -> absl::StatusOr<Element> { return e; },
-               {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}})
+               {.output_spec =
+                    ElementSpec{ComponentSpec::Scalar(DType::kInt64)}})
           .Batch(kBatch)
           .Prefetch(2);
   for (auto _ : state) {
@@ -87,7 +88,8 @@ asio::awaitable<void> PipelineStages(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kStageElements);
   coordinator.RequestStop().IgnoreError();
-  (void)co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
+  (void)co_await coordinator.Join(std::chrono::seconds(10),
+                                  asio::use_awaitable);
 }
 
 void BM_Pipeline_Stages(benchmark::State& state) {
@@ -121,8 +123,8 @@ BENCHMARK(BM_Baseline_PipelineLoop)->UseRealTime();
 // ---- The digits CSV file
 
 Dataset DigitsRows(Dataset lines, int64_t parallelism) {
-  return CsvRows(std::move(lines), {.num_columns = kDigitsColumns,
-                                    .parallelism = parallelism})
+  return CsvRows(std::move(lines),
+                 {.num_columns = kDigitsColumns, .parallelism = parallelism})
       .Batch(kBatch);
 }
 
@@ -168,7 +170,8 @@ class HandBatcher {
                                    TensorShape{kBatch, kDigitsColumns - 1});
       labels_ = Tensor::Allocate(DType::kInt32, TensorShape{kBatch});
     }
-    float* f = features_.mutable_flat<float>().data() + n_ * (kDigitsColumns - 1);
+    float* f =
+        features_.mutable_flat<float>().data() + n_ * (kDigitsColumns - 1);
     if (!ParseDigitsLine(line, f, labels_.mutable_flat<int32_t>()[n_])) return;
     ++rows_;
     if (++n_ == kBatch) Flush();
@@ -415,8 +418,9 @@ asio::awaitable<void> TrainFromFeeds(benchmark::State& state) {
   const std::vector<std::pair<Tensor, Tensor>> batches = DigitsBatches();
   size_t next = 0;
   for (auto _ : state) {
-    RunArgs step{.targets = {model->train},
-                 .feeds = {{x, batches[next].first}, {y, batches[next].second}}};
+    RunArgs step{
+        .targets = {model->train},
+        .feeds = {{x, batches[next].first}, {y, batches[next].second}}};
     next = (next + 1) % batches.size();
     auto ran = co_await session.Run(step, asio::use_awaitable);
     if (!ran.ok()) {

@@ -16,13 +16,13 @@
 // It prints the loss now and then, and the number of steps trained.
 //
 //   cosession_stream_train
+#include <algorithm>
+#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <algorithm>
-#include <boost/asio/as_tuple.hpp>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -48,15 +48,15 @@ namespace {
 asio::awaitable<absl::Status> SendRows(std::shared_ptr<tcp::acceptor> acceptor,
                                        std::string text) {
   tcp::socket peer(acceptor->get_executor());
-  auto [accept_ec] =
-      co_await acceptor->async_accept(peer, asio::as_tuple(asio::use_awaitable));
+  auto [accept_ec] = co_await acceptor->async_accept(
+      peer, asio::as_tuple(asio::use_awaitable));
   if (accept_ec) co_return absl::UnavailableError(accept_ec.message());
   constexpr size_t kChunk = 4096;
   for (size_t at = 0; at < text.size(); at += kChunk) {
     const size_t n = std::min(kChunk, text.size() - at);
-    auto [ec, written] = co_await asio::async_write(
-        peer, asio::buffer(text.data() + at, n),
-        asio::as_tuple(asio::use_awaitable));
+    auto [ec, written] =
+        co_await asio::async_write(peer, asio::buffer(text.data() + at, n),
+                                   asio::as_tuple(asio::use_awaitable));
     if (ec) co_return absl::UnavailableError(ec.message());
   }
   // Closing ends the training's input stream.
@@ -133,7 +133,8 @@ int main() {
   io.run();
   for (const absl::Status& s : {sent, trained}) {
     if (!s.ok()) {
-      std::fprintf(stderr, "cosession_stream_train: %s\n", s.ToString().c_str());
+      std::fprintf(stderr, "cosession_stream_train: %s\n",
+                   s.ToString().c_str());
       return 1;
     }
   }

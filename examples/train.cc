@@ -59,10 +59,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "cosession/async/monitored_session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
@@ -198,8 +198,8 @@ absl::StatusOr<Flags> ReadFlags() {
     if (colon == absl::string_view::npos || colon == 0 ||
         !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 1 ||
         port > 65535) {
-      return FlagError("data", absl::StrCat("'", f.data,
-                                            "' is not tcp://HOST:PORT"));
+      return FlagError("data",
+                       absl::StrCat("'", f.data, "' is not tcp://HOST:PORT"));
     }
     f.tcp_host = std::string(address.substr(0, colon));
     f.tcp_port = static_cast<uint16_t>(port);
@@ -269,15 +269,15 @@ absl::StatusOr<Data> LoadData(const Flags& f) {
     data.source = absl::StrCat("rows from tcp ", f.tcp_host, ":", f.tcp_port);
     // Rows as they arrive, parsed and batched; the stream ends when the
     // peer closes the connection.
-    data.train = CsvRows(TcpLines(f.tcp_host, f.tcp_port),
-                         {.num_columns = kDigitsColumns,
-                          .num_classes = kNumClasses})
-                     .Batch(f.batch_size);
+    data.train =
+        CsvRows(TcpLines(f.tcp_host, f.tcp_port),
+                {.num_columns = kDigitsColumns, .num_classes = kNumClasses})
+            .Batch(f.batch_size);
     const bool shipped = f.eval_data.empty();
     COSESSION_ASSIGN_OR_RETURN(
-        data.test, LoadTestBatch(shipped ? std::string(COSESSION_DIGITS_CSV)
-                                         : f.eval_data,
-                                 /*all_rows=*/!shipped, f));
+        data.test,
+        LoadTestBatch(shipped ? std::string(COSESSION_DIGITS_CSV) : f.eval_data,
+                      /*all_rows=*/!shipped, f));
     return data;
   }
   // Every row is checked here, the held-out ones too, before training:
@@ -327,8 +327,8 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   Graph& g = *setup.graph;
   g.set_seed(f.seed);
   try {
-    std::vector<Output> batch = IteratorGetNext(g, setup.data.train,
-                                                "train_batch", /*buffer_size=*/2);
+    std::vector<Output> batch =
+        IteratorGetNext(g, setup.data.train, "train_batch", /*buffer_size=*/2);
     setup.batch = {.features = batch[0], .labels = batch[1]};
   } catch (const StatusError& e) {
     return e.status();

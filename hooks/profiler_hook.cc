@@ -6,8 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/atomic_file.h"
 

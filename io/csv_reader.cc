@@ -85,9 +85,8 @@ absl::StatusOr<CsvTable> ParseCsv(absl::string_view text,
     if (absl::Status s = ParseCsvFields(line, table.num_columns,
                                         options.delimiter, table.values);
         !s.ok()) {
-      return absl::Status(s.code(),
-                          absl::StrCat(source, ":", line_number, ": ",
-                                       s.message()));
+      return absl::Status(
+          s.code(), absl::StrCat(source, ":", line_number, ": ", s.message()));
     }
     table.lines.push_back(line_number);
   }

@@ -43,8 +43,7 @@ absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {
         absl::StrCat(file_.path(), ":", line_number_ + 1, ": line longer than ",
                      options_.max_line_bytes, " bytes"));
   };
-  const absl::string_view rest =
-      absl::string_view(chunk_).substr(chunk_pos_);
+  const absl::string_view rest = absl::string_view(chunk_).substr(chunk_pos_);
   const size_t eol = rest.find('\n');
   if (eol == absl::string_view::npos) {
     if (partial_.size() + rest.size() >

@@ -26,9 +26,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cosession/io/maybe_gzip_file.h"
 
 namespace cosession {
@@ -66,7 +66,7 @@ class LineFileReader {
   LineFileReader(MaybeGzipFile file, LineFileReaderOptions options);
   MaybeGzipFile file_;
   LineFileReaderOptions options_;
-  std::string chunk_;    // bytes read and not yet served
+  std::string chunk_;  // bytes read and not yet served
   size_t chunk_pos_ = 0;
   std::string partial_;  // a line split across chunks
   std::string line_;     // the line served last, when it was assembled

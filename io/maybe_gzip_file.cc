@@ -30,7 +30,8 @@ absl::StatusOr<MaybeGzipFile> MaybeGzipFile::Open(const std::string& path,
 }
 
 MaybeGzipFile::MaybeGzipFile(MaybeGzipFile&& other) noexcept
-    : path_(std::move(other.path_)), file_(std::exchange(other.file_, nullptr)) {}
+    : path_(std::move(other.path_)),
+      file_(std::exchange(other.file_, nullptr)) {}
 
 MaybeGzipFile& MaybeGzipFile::operator=(MaybeGzipFile&& other) noexcept {
   if (this != &other) {

@@ -553,11 +553,12 @@ void Saver::AdoptDirectory(const std::string& dir) {
     std::vector<std::string> found =
         ScanCheckpoints(dir, options_.filename_prefix);
     if (!absl::IsNotFound(state.status()) || !found.empty()) {
-      WarnTo(options_.warn, absl::StrCat(
-          "the checkpoint state of '", dir, "' is ",
-          absl::IsNotFound(state.status()) ? "missing" : "unreadable", " (",
-          state.status().ToString(), "); a new one lists ", found.size(),
-          " checkpoint(s) found there"));
+      WarnTo(options_.warn,
+             absl::StrCat(
+                 "the checkpoint state of '", dir, "' is ",
+                 absl::IsNotFound(state.status()) ? "missing" : "unreadable",
+                 " (", state.status().ToString(), "); a new one lists ",
+                 found.size(), " checkpoint(s) found there"));
     }
     for (auto it = found.rbegin(); it != found.rend(); ++it) {
       retained_.push_back({*it, now});
@@ -625,8 +626,9 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   // at session creation) or wrote itself is routine; replacing another is
   // said out loud.
   if (name != restored_name_ && !written_.contains(name) && FileExists(path)) {
-    WarnTo(options_.warn, absl::StrCat("replacing '", path,
-                      "', a checkpoint this run did not write"));
+    WarnTo(options_.warn,
+           absl::StrCat("replacing '", path,
+                        "', a checkpoint this run did not write"));
   }
   if (absl::Status s = WriteFileAtomically(path, pieces); !s.ok()) {
     return s;
@@ -668,7 +670,8 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
     absl::Status s =
         RemoveFileIfExists(JoinPath(dir, absl::StrCat(old, kFileSuffix)));
     if (!s.ok())
-      WarnTo(options_.warn, absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
+      WarnTo(options_.warn,
+             absl::StrCat("cannot delete an old checkpoint: ", s.ToString()));
   }
   return JoinPath(dir, name);
 }
@@ -749,11 +752,12 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     // itself, newest first.
     candidates = ScanCheckpoints(dir, options_.filename_prefix);
     if (candidates.empty()) co_return state.status();
-    WarnTo(options_.warn, absl::StrCat(
-        "the checkpoint state of '", dir, "' is ",
-        absl::IsNotFound(state.status()) ? "missing" : "unreadable", " (",
-        state.status().ToString(),
-        "); restoring the newest checkpoint found there"));
+    WarnTo(options_.warn,
+           absl::StrCat(
+               "the checkpoint state of '", dir, "' is ",
+               absl::IsNotFound(state.status()) ? "missing" : "unreadable",
+               " (", state.status().ToString(),
+               "); restoring the newest checkpoint found there"));
   }
   std::vector<std::string> failures;
   for (const std::string& candidate : candidates) {
@@ -764,8 +768,9 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
     absl::Status checked = contents.status();
     if (checked.ok()) checked = RestoreFrom(file, *contents, args);
     if (absl::IsDataLoss(checked) || absl::IsNotFound(contents.status())) {
-      WarnTo(options_.warn, absl::StrCat("cannot restore checkpoint '", prefix, "': ",
-                        checked.ToString(), "; trying the one before it"));
+      WarnTo(options_.warn, absl::StrCat("cannot restore checkpoint '", prefix,
+                                         "': ", checked.ToString(),
+                                         "; trying the one before it"));
       failures.push_back(checked.ToString());
       continue;
     }
@@ -774,8 +779,9 @@ asio::awaitable<absl::StatusOr<std::string>> Saver::RestoreLatest(
         co_await session.Run(std::move(args), asio::use_awaitable);
     if (!ran.ok()) co_return ran.status();
     if (!failures.empty()) {
-      WarnTo(options_.warn, absl::StrCat("restored the older checkpoint '", prefix,
-                        "' because newer ones of '", dir, "' are unusable"));
+      WarnTo(options_.warn,
+             absl::StrCat("restored the older checkpoint '", prefix,
+                          "' because newer ones of '", dir, "' are unusable"));
     }
     {
       std::lock_guard lock(write_mu_);

@@ -106,14 +106,13 @@ class BatchingIterator : public ElementIterator {
   bool input_done_ = false;
 };
 
-absl::Status ComponentCountError(const std::string& stage,
-                                 const Element& first, const Element& other,
-                                 size_t index) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      stage, ": ",
-      other.origin.Describe(absl::StrCat(
-          "element ", index, " of the batch has ", other.size(),
-          " components, the first had ", first.size()))));
+absl::Status ComponentCountError(const std::string& stage, const Element& first,
+                                 const Element& other, size_t index) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(stage, ": ",
+                   other.origin.Describe(absl::StrCat(
+                       "element ", index, " of the batch has ", other.size(),
+                       " components, the first had ", first.size()))));
 }
 
 class BatchIterator : public BatchingIterator {
@@ -148,8 +147,8 @@ class BatchIterator : public BatchingIterator {
           return absl::InvalidArgumentError(absl::StrCat(
               stage(), ": ",
               e.origin.Describe(absl::StrCat(
-                  "cannot batch tensors with different shapes in component ",
-                  c, ": the first element had ", DTypeName(head->dtype()), " ",
+                  "cannot batch tensors with different shapes in component ", c,
+                  ": the first element had ", DTypeName(head->dtype()), " ",
                   head->shape().DebugString(), ", element ", i, " had ",
                   t == nullptr ? std::string("a string")
                                : absl::StrCat(DTypeName(t->dtype()), " ",
@@ -174,10 +173,9 @@ class BatchDataset : public DatasetNode {
       const IteratorContext& context) const override {
     auto input = input_->MakeIterator(context);
     if (!input.ok()) return input.status();
-    return std::make_unique<BatchIterator>(*std::move(input), batch_size_,
-                                           drop_remainder_,
-                                           absl::StrCat("Batch(", batch_size_,
-                                                        ")"));
+    return std::make_unique<BatchIterator>(
+        *std::move(input), batch_size_, drop_remainder_,
+        absl::StrCat("Batch(", batch_size_, ")"));
   }
   std::optional<ElementSpec> spec() const override {
     std::optional<ElementSpec> in = input_->spec();
@@ -245,11 +243,11 @@ class PaddedBatchIterator : public BatchingIterator {
   Result Stack(std::vector<Element>& elements) override {
     const Element& first = elements[0];
     if (first.size() != options_.padded_shapes.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          stage(), ": ",
-          first.origin.Describe(absl::StrCat(
-              "an element of ", first.size(), " components for ",
-              options_.padded_shapes.size(), " padded_shapes"))));
+      return absl::InvalidArgumentError(
+          absl::StrCat(stage(), ": ",
+                       first.origin.Describe(absl::StrCat(
+                           "an element of ", first.size(), " components for ",
+                           options_.padded_shapes.size(), " padded_shapes"))));
     }
     Element batch;
     batch.origin = first.origin;
@@ -333,8 +331,7 @@ class PaddedBatchIterator : public BatchingIterator {
 
 class PaddedBatchDataset : public DatasetNode {
  public:
-  PaddedBatchDataset(Node input, int64_t batch_size,
-                     PaddedBatchOptions options)
+  PaddedBatchDataset(Node input, int64_t batch_size, PaddedBatchOptions options)
       : input_(std::move(input)),
         batch_size_(batch_size),
         options_(std::move(options)) {}

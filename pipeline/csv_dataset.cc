@@ -1,9 +1,9 @@
 #include "cosession/pipeline/csv_dataset.h"
 
 #include <algorithm>
+#include <boost/asio/use_awaitable.hpp>
 #include <cmath>
 #include <limits>
-#include <boost/asio/use_awaitable.hpp>
 #include <random>
 
 #include "absl/container/flat_hash_set.h"
@@ -20,7 +20,6 @@ absl::Status OptionError(absl::string_view option, absl::string_view problem) {
   return absl::InvalidArgumentError(
       absl::StrCat("CsvDataset: ", option, " ", problem));
 }
-
 
 // The salt of the epochs' streams (SeededRowSplit has its own).
 constexpr uint64_t kEpochSalt = 1;
@@ -220,7 +219,6 @@ absl::StatusOr<DatasetBatch> DatasetStream::Next() {
   return batch;
 }
 
-
 namespace {
 
 // CsvBatches' stage: the stream of DatasetStream as elements.
@@ -327,7 +325,8 @@ Dataset CsvBatches(std::shared_ptr<const CsvDataset> dataset) {
     return Dataset::Failed(
         absl::InvalidArgumentError("CsvBatches: the dataset is null"));
   }
-  return Dataset::FromNode(std::make_shared<CsvBatchesNode>(std::move(dataset)));
+  return Dataset::FromNode(
+      std::make_shared<CsvBatchesNode>(std::move(dataset)));
 }
 
 }  // namespace cosession

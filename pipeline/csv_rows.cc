@@ -20,8 +20,8 @@ absl::StatusOr<Element> ParseRow(const CsvRowOptions& options, Element line) {
   const std::string& text = line.text(0);
   std::vector<double> values;
   values.reserve(static_cast<size_t>(options.num_columns));
-  if (absl::Status s = ParseCsvFields(text, options.num_columns,
-                                      options.delimiter, values);
+  if (absl::Status s =
+          ParseCsvFields(text, options.num_columns, options.delimiter, values);
       !s.ok()) {
     return absl::InvalidArgumentError(line.origin.Describe(s.message()));
   }
@@ -42,12 +42,13 @@ absl::StatusOr<Element> ParseRow(const CsvRowOptions& options, Element line) {
       int32 ? static_cast<double>(std::numeric_limits<int32_t>::max())
             : 9.2233720368547748e18;
   if (std::floor(label) != label || label < min_label || label > max_label) {
-    return absl::InvalidArgumentError(line.origin.Describe(absl::StrCat(
-        "column ", label_column + 1, ": label '", label,
-        "' is not an integer in the range of ", DTypeName(options.label_dtype))));
+    return absl::InvalidArgumentError(line.origin.Describe(
+        absl::StrCat("column ", label_column + 1, ": label '", label,
+                     "' is not an integer in the range of ",
+                     DTypeName(options.label_dtype))));
   }
-  Tensor features = Tensor::Allocate(
-      DType::kFloat, TensorShape{options.num_columns - 1});
+  Tensor features =
+      Tensor::Allocate(DType::kFloat, TensorShape{options.num_columns - 1});
   absl::Span<float> out = features.mutable_flat<float>();
   size_t f = 0;
   for (int64_t c = 0; c < options.num_columns; ++c) {
@@ -75,16 +76,17 @@ Dataset CsvRows(Dataset lines, CsvRowOptions options) {
   }
   if (options.label_column < -1 ||
       options.label_column >= options.num_columns) {
-    return Dataset::Failed(OptionError(absl::StrCat(
-        "label_column must be -1 (the last column) or in [0, ",
-        options.num_columns, "), got ", options.label_column)));
+    return Dataset::Failed(OptionError(
+        absl::StrCat("label_column must be -1 (the last column) or in [0, ",
+                     options.num_columns, "), got ", options.label_column)));
   }
-  if (options.label_column == -1) options.label_column = options.num_columns - 1;
+  if (options.label_column == -1)
+    options.label_column = options.num_columns - 1;
   if (options.label_dtype != DType::kInt32 &&
       options.label_dtype != DType::kInt64) {
-    return Dataset::Failed(OptionError(absl::StrCat(
-        "label_dtype must be int32 or int64, got ",
-        DTypeName(options.label_dtype))));
+    return Dataset::Failed(
+        OptionError(absl::StrCat("label_dtype must be int32 or int64, got ",
+                                 DTypeName(options.label_dtype))));
   }
   if (options.num_classes.has_value() && *options.num_classes < 1) {
     return Dataset::Failed(OptionError(
@@ -92,9 +94,9 @@ Dataset CsvRows(Dataset lines, CsvRowOptions options) {
   }
   if (std::optional<ElementSpec> spec = lines.spec();
       spec.has_value() && (spec->size() != 1 || !(*spec)[0].is_string)) {
-    return Dataset::Failed(OptionError(absl::StrCat(
-        "the input must yield lines (one string), it yields ",
-        ElementSpecString(*spec))));
+    return Dataset::Failed(OptionError(
+        absl::StrCat("the input must yield lines (one string), it yields ",
+                     ElementSpecString(*spec))));
   }
   ElementSpec output{
       ComponentSpec::Of(DType::kFloat, TensorShape{options.num_columns - 1}),
@@ -103,7 +105,8 @@ Dataset CsvRows(Dataset lines, CsvRowOptions options) {
       .Filter([](const Element& line) -> absl::StatusOr<bool> {
         return !IsBlankLine(line.text(0));
       })
-      .Map([options](Element line) { return ParseRow(options, std::move(line)); },
+      .Map([options](
+               Element line) { return ParseRow(options, std::move(line)); },
            MapOptions{.parallelism = options.parallelism,
                       .deterministic = true,
                       .output_spec = std::move(output),

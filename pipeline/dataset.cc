@@ -11,15 +11,14 @@
 namespace cosession {
 namespace {
 
-
 // Salt that keeps SeededRowSplit's stream apart from the shuffles'.
 constexpr uint64_t kSplitSalt = 0x5b17'0000'0000'0001ULL;
 
 absl::Status ArgumentError(const Dataset& input, absl::string_view stage,
                            absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      input.ok() ? input.DebugString() + "." : std::string(), stage, ": ",
-      problem));
+  return absl::InvalidArgumentError(
+      absl::StrCat(input.ok() ? input.DebugString() + "." : std::string(),
+                   stage, ": ", problem));
 }
 
 }  // namespace
@@ -66,8 +65,9 @@ Dataset Dataset::FromElements(std::vector<Element> elements) {
         MostSpecificCommonSpec(SpecOf(elements[0]), SpecOf(elements[i]));
     if (!common.ok()) {
       return Failed(absl::InvalidArgumentError(absl::StrCat(
-          "FromElements: element ", i, " ", ElementSpecString(SpecOf(elements[i])),
-          " does not match element 0 ", ElementSpecString(SpecOf(elements[0])))));
+          "FromElements: element ", i, " ",
+          ElementSpecString(SpecOf(elements[i])), " does not match element 0 ",
+          ElementSpecString(SpecOf(elements[0])))));
     }
   }
   return FromNode(detail::FromElementsNode(std::move(elements)));
@@ -75,21 +75,22 @@ Dataset Dataset::FromElements(std::vector<Element> elements) {
 
 Dataset Dataset::FromTensorSlices(std::vector<Tensor> tensors) {
   if (tensors.empty()) {
-    return Failed(absl::InvalidArgumentError(
-        "FromTensorSlices: no tensors to slice"));
+    return Failed(
+        absl::InvalidArgumentError("FromTensorSlices: no tensors to slice"));
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].shape().dims() < 1) {
-      return Failed(absl::InvalidArgumentError(absl::StrCat(
-          "FromTensorSlices: tensor ", i, " is a scalar; every tensor must "
-          "have at least 1 dimension")));
+      return Failed(absl::InvalidArgumentError(
+          absl::StrCat("FromTensorSlices: tensor ", i,
+                       " is a scalar; every tensor must "
+                       "have at least 1 dimension")));
     }
     if (tensors[i].shape().dim_size(0) != tensors[0].shape().dim_size(0)) {
-      return Failed(absl::InvalidArgumentError(absl::StrCat(
-          "FromTensorSlices: tensor ", i, " has ",
-          tensors[i].shape().dim_size(0), " slices, tensor 0 has ",
-          tensors[0].shape().dim_size(0),
-          "; all must have the same dimension 0")));
+      return Failed(absl::InvalidArgumentError(
+          absl::StrCat("FromTensorSlices: tensor ", i, " has ",
+                       tensors[i].shape().dim_size(0), " slices, tensor 0 has ",
+                       tensors[0].shape().dim_size(0),
+                       "; all must have the same dimension 0")));
     }
   }
   return FromNode(detail::FromTensorSlicesNode(std::move(tensors)));
@@ -138,10 +139,9 @@ Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
   std::vector<detail::Node> nodes;
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (!inputs[i].ok()) {
-      return Failed(absl::Status(
-          inputs[i].status().code(),
-          absl::StrCat("Interleave: input ", i, ": ",
-                       inputs[i].status().message())));
+      return Failed(absl::Status(inputs[i].status().code(),
+                                 absl::StrCat("Interleave: input ", i, ": ",
+                                              inputs[i].status().message())));
     }
     std::optional<ElementSpec> a = inputs[0].spec();
     std::optional<ElementSpec> b = inputs[i].spec();
@@ -196,8 +196,8 @@ Dataset Dataset::Shuffle(int64_t buffer_size, uint64_t seed,
         *this, "Shuffle",
         absl::StrCat("buffer_size must be >= 1, got ", buffer_size)));
   }
-  return FromNode(detail::ShuffleNode(node_, buffer_size, seed,
-                                      reshuffle_each_iteration));
+  return FromNode(
+      detail::ShuffleNode(node_, buffer_size, seed, reshuffle_each_iteration));
 }
 
 Dataset Dataset::Batch(int64_t batch_size, bool drop_remainder) const {
@@ -232,10 +232,10 @@ Dataset Dataset::PaddedBatch(int64_t batch_size,
   }
   std::optional<ElementSpec> spec = this->spec();
   if (!spec.has_value() && options.padded_shapes.empty()) {
-    return Failed(ArgumentError(
-        *this, "PaddedBatch",
-        "the element spec is unknown: give padded_shapes (or "
-        "MapOptions::output_spec)"));
+    return Failed(
+        ArgumentError(*this, "PaddedBatch",
+                      "the element spec is unknown: give padded_shapes (or "
+                      "MapOptions::output_spec)"));
   }
   const size_t components =
       spec.has_value() ? spec->size() : options.padded_shapes.size();
@@ -267,9 +267,9 @@ Dataset Dataset::PaddedBatch(int64_t batch_size,
     if (spec.has_value()) {
       const ComponentSpec& c = (*spec)[i];
       if (c.is_string) {
-        return Failed(ArgumentError(
-            *this, "PaddedBatch",
-            absl::StrCat("component ", i, " is a string")));
+        return Failed(
+            ArgumentError(*this, "PaddedBatch",
+                          absl::StrCat("component ", i, " is a string")));
       }
       if (!c.shape.unknown_rank() && c.shape.dims() != padded.dims()) {
         return Failed(ArgumentError(
@@ -281,10 +281,10 @@ Dataset Dataset::PaddedBatch(int64_t batch_size,
       if (!options.padding_values.empty()) {
         const Tensor& v = options.padding_values[i];
         if (v.shape().dims() != 0 || v.dtype() != c.dtype) {
-          return Failed(ArgumentError(
-              *this, "PaddedBatch",
-              absl::StrCat("padding_values[", i, "] must be a ",
-                           DTypeName(c.dtype), " scalar")));
+          return Failed(
+              ArgumentError(*this, "PaddedBatch",
+                            absl::StrCat("padding_values[", i, "] must be a ",
+                                         DTypeName(c.dtype), " scalar")));
         }
       }
     }

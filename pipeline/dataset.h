@@ -193,8 +193,7 @@ class Dataset {
   // input when one ends; ends when all ended. TensorFlow's interleave with
   // the datasets given (many files, many sockets).
   static Dataset Interleave(std::vector<Dataset> inputs,
-                            int64_t cycle_length = 0,
-                            int64_t block_length = 1);
+                            int64_t cycle_length = 0, int64_t block_length = 1);
   // A stage of one's own.
   static Dataset FromNode(std::shared_ptr<const DatasetNode> node);
   // A chain that failed to build (what a bad argument makes).

@@ -109,14 +109,14 @@ std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
   const std::string what = absl::StrCat(kIteratorGetNextOp, " '", name, "'");
   ThrowIfError(dataset.status());
   if (buffer_size < 1) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        what, ": buffer_size must be >= 1, got ", buffer_size)));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(what, ": buffer_size must be >= 1, got ", buffer_size)));
   }
   std::optional<ElementSpec> spec = dataset.spec();
   if (!spec.has_value()) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        what, ": the element spec of ", dataset.DebugString(),
-        " is unknown; give its Map a MapOptions::output_spec")));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(what, ": the element spec of ", dataset.DebugString(),
+                     " is unknown; give its Map a MapOptions::output_spec")));
   }
   for (size_t i = 0; i < spec->size(); ++i) {
     if ((*spec)[i].is_string) {
@@ -203,8 +203,8 @@ DatasetOutputs DatasetIteratorGetNext(Graph& g,
         absl::StrCat(kIteratorGetNextOp, ": the dataset is null")));
   }
   const int64_t buffer = dataset->options().prefetch_batches;
-  std::vector<Output> outputs =
-      IteratorGetNext(g, CsvBatches(std::move(dataset)), std::move(name), buffer);
+  std::vector<Output> outputs = IteratorGetNext(
+      g, CsvBatches(std::move(dataset)), std::move(name), buffer);
   return {outputs[0], outputs[1]};
 }
 

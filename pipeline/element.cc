@@ -38,22 +38,24 @@ namespace {
 
 [[noreturn]] void WrongComponent(size_t i, size_t size, const char* wanted) {
   throw StatusError(absl::InvalidArgumentError(
-      i >= size ? absl::StrCat("element component ", i, " of ", size,
-                               " components")
-                : absl::StrCat("element component ", i, " is not a ", wanted)));
+      i >= size
+          ? absl::StrCat("element component ", i, " of ", size, " components")
+          : absl::StrCat("element component ", i, " is not a ", wanted)));
 }
 
 }  // namespace
 
 const Tensor& Element::tensor(size_t i) const {
-  if (i >= components.size() || !std::holds_alternative<Tensor>(components[i])) {
+  if (i >= components.size() ||
+      !std::holds_alternative<Tensor>(components[i])) {
     WrongComponent(i, components.size(), "tensor");
   }
   return std::get<Tensor>(components[i]);
 }
 
 Tensor& Element::tensor(size_t i) {
-  if (i >= components.size() || !std::holds_alternative<Tensor>(components[i])) {
+  if (i >= components.size() ||
+      !std::holds_alternative<Tensor>(components[i])) {
     WrongComponent(i, components.size(), "tensor");
   }
   return std::get<Tensor>(components[i]);

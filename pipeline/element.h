@@ -19,13 +19,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cosession/graph/dtype.h"
 #include "cosession/graph/tensor.h"
 #include "cosession/graph/tensor_shape.h"

@@ -258,8 +258,8 @@ class RepeatIterator : public ElementIterator {
     // spin without producing anything.
     if (pass_ > 0 && elements_in_pass_ == 0) return false;
     IteratorContext context = context_;
-    context.iteration = MixSeed(context_.iteration ^ kRepeatSalt,
-                                static_cast<uint64_t>(pass_));
+    context.iteration =
+        MixSeed(context_.iteration ^ kRepeatSalt, static_cast<uint64_t>(pass_));
     auto iterator = input_->MakeIterator(context);
     ++pass_;
     elements_in_pass_ = 0;

@@ -52,8 +52,8 @@ class GeneratorDataset : public DatasetNode {
         name_(std::move(name)) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
-    return std::make_unique<GeneratorIterator>(next_,
-                                               absl::StrCat("FromGenerator(", name_, ")"));
+    return std::make_unique<GeneratorIterator>(
+        next_, absl::StrCat("FromGenerator(", name_, ")"));
   }
   std::optional<ElementSpec> spec() const override { return std::nullopt; }
   bool deterministic() const override { return false; }
@@ -114,9 +114,10 @@ class ChannelDataset : public DatasetNode {
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
     if (taken_.exchange(true)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          DebugString(), ": a channel has one receiver; it has an iterator "
-                         "already (a Repeat or a second iterator)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(DebugString(),
+                       ": a channel has one receiver; it has an iterator "
+                       "already (a Repeat or a second iterator)"));
     }
     return std::make_unique<ChannelIterator>(channel_);
   }

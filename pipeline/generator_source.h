@@ -1,7 +1,8 @@
 // Sources fed by the user's own code: a coroutine generator, and a channel
 // that other coroutines send elements into.
 //
-//   Dataset requests = FromGenerator([&]() -> awaitable<std::optional<Element>> {
+//   Dataset requests = FromGenerator([&]() -> awaitable<std::optional<Element>>
+//   {
 //     auto line = co_await ReadRequest(socket);      // the user's I/O
 //     if (!line) co_return std::nullopt;             // the end
 //     co_return MakeElement({Parse(*line)});
@@ -35,9 +36,9 @@
 #ifndef COSESSION_PIPELINE_GENERATOR_SOURCE_H_
 #define COSESSION_PIPELINE_GENERATOR_SOURCE_H_
 
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/experimental/concurrent_channel.hpp>
-#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>

@@ -121,7 +121,8 @@ class InterleaveDataset : public DatasetNode {
     for (const Node& input : inputs_) {
       std::optional<ElementSpec> other = input->spec();
       if (!spec.has_value() || !other.has_value()) return std::nullopt;
-      absl::StatusOr<ElementSpec> common = MostSpecificCommonSpec(*spec, *other);
+      absl::StatusOr<ElementSpec> common =
+          MostSpecificCommonSpec(*spec, *other);
       if (!common.ok()) return std::nullopt;
       spec = *std::move(common);
     }
@@ -134,13 +135,12 @@ class InterleaveDataset : public DatasetNode {
     return true;
   }
   std::string DebugString() const override {
-    return absl::StrCat(
-        "Interleave(",
-        absl::StrJoin(inputs_, ", ",
-                      [](std::string* out, const Node& input) {
-                        out->append(input->DebugString());
-                      }),
-        ")");
+    return absl::StrCat("Interleave(",
+                        absl::StrJoin(inputs_, ", ",
+                                      [](std::string* out, const Node& input) {
+                                        out->append(input->DebugString());
+                                      }),
+                        ")");
   }
 
  private:

@@ -78,7 +78,9 @@ class SequentialMapIterator : public ElementIterator {
   SequentialMapIterator(std::unique_ptr<ElementIterator> input,
                         std::shared_ptr<const MapFunction> fn,
                         std::string stage)
-      : input_(std::move(input)), fn_(std::move(fn)), stage_(std::move(stage)) {}
+      : input_(std::move(input)),
+        fn_(std::move(fn)),
+        stage_(std::move(stage)) {}
 
   std::optional<Result> TryNext() override {
     std::optional<Result> in = input_->TryNext();
@@ -107,7 +109,9 @@ class SequentialAsyncMapIterator : public ElementIterator {
   SequentialAsyncMapIterator(std::unique_ptr<ElementIterator> input,
                              std::shared_ptr<const AsyncMapFunction> fn,
                              std::string stage)
-      : input_(std::move(input)), fn_(std::move(fn)), stage_(std::move(stage)) {}
+      : input_(std::move(input)),
+        fn_(std::move(fn)),
+        stage_(std::move(stage)) {}
 
   asio::awaitable<Result> Next() override {
     Result in = co_await NextOf(*input_);

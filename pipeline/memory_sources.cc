@@ -43,8 +43,8 @@ std::unique_ptr<ElementIterator> MakeIndexIterator(int64_t n, Make make) {
 class FromElementsDataset : public DatasetNode {
  public:
   explicit FromElementsDataset(std::vector<Element> elements)
-      : elements_(std::make_shared<const std::vector<Element>>(
-            std::move(elements))) {
+      : elements_(
+            std::make_shared<const std::vector<Element>>(std::move(elements))) {
     if (!elements_->empty()) {
       ElementSpec spec = SpecOf((*elements_)[0]);
       for (const Element& e : *elements_) {
@@ -73,8 +73,8 @@ class FromElementsDataset : public DatasetNode {
 class FromTensorSlicesDataset : public DatasetNode {
  public:
   explicit FromTensorSlicesDataset(std::vector<Tensor> tensors)
-      : tensors_(std::make_shared<const std::vector<Tensor>>(
-            std::move(tensors))) {
+      : tensors_(
+            std::make_shared<const std::vector<Tensor>>(std::move(tensors))) {
     ElementSpec spec;
     for (const Tensor& t : *tensors_) {
       spec.push_back(ComponentSpec::Of(t.dtype(), SliceShape(t)));
@@ -84,8 +84,7 @@ class FromTensorSlicesDataset : public DatasetNode {
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
     return MakeIndexIterator(
-        (*tensors_)[0].shape().dim_size(0),
-        [tensors = tensors_](int64_t i) {
+        (*tensors_)[0].shape().dim_size(0), [tensors = tensors_](int64_t i) {
           Element element;
           for (const Tensor& t : *tensors) {
             Tensor slice = Tensor::Allocate(t.dtype(), SliceShape(t));
@@ -137,10 +136,10 @@ class RangeDataset : public DatasetNode {
     }
     return MakeIndexIterator(n, [start = start_, step = step_](int64_t i) {
       Element element;
-      element.components.emplace_back(Tensor::Scalar<int64_t>(
-          static_cast<int64_t>(static_cast<uint64_t>(start) +
-                               static_cast<uint64_t>(i) *
-                                   static_cast<uint64_t>(step))));
+      element.components.emplace_back(
+          Tensor::Scalar<int64_t>(static_cast<int64_t>(
+              static_cast<uint64_t>(start) +
+              static_cast<uint64_t>(i) * static_cast<uint64_t>(step))));
       return element;
     });
   }

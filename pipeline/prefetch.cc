@@ -111,9 +111,10 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
           if (slot.is_connected()) {
             // The slot may outlive this wait (and the state): it holds a
             // weak reference only.
-            slot.assign([weak = weak_from_this()](asio::cancellation_type type) {
-              if (auto self = weak.lock()) self->StopFill(type);
-            });
+            slot.assign(
+                [weak = weak_from_this()](asio::cancellation_type type) {
+                  if (auto self = weak.lock()) self->StopFill(type);
+                });
           }
           auto done = PostToHandler<absl::Status>(
               std::move(handler), [](absl::Status s) { return s; });
@@ -251,9 +252,10 @@ absl::StatusOr<std::shared_ptr<Prefetcher>> Prefetcher::Start(
     std::unique_ptr<ElementIterator> input, int64_t buffer_size,
     const IteratorContext& context, int64_t skip_first, std::string name) {
   if (context.coordinator == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        name, ": a prefetching stage needs a Coordinator "
-              "(IteratorContext::coordinator) to run its producer"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(name,
+                     ": a prefetching stage needs a Coordinator "
+                     "(IteratorContext::coordinator) to run its producer"));
   }
   auto state = std::make_shared<PrefetcherState>(context.pool, buffer_size);
   auto prefetcher = std::make_shared<Prefetcher>(state);
@@ -303,14 +305,16 @@ std::optional<Prefetcher::Result> Prefetcher::TryReceive() {
 asio::awaitable<Prefetcher::Result> Prefetcher::Receive() {
   if (std::optional<Result> ready = TryReceive()) co_return *std::move(ready);
   std::shared_ptr<PrefetcherState> state = state_;
-  auto [ec, result] =
-      co_await state->channel.async_receive(asio::as_tuple(asio::use_awaitable));
+  auto [ec, result] = co_await state->channel.async_receive(
+      asio::as_tuple(asio::use_awaitable));
   if (ec == asio::experimental::error::channel_closed) {
     std::optional<Result> final_result = state->final_result();
     co_return final_result.has_value() ? *std::move(final_result)
                                        : Result(PipelineStopped());
   }
-  if (ec) co_return Result(absl::CancelledError("the wait for the next element was cancelled"));
+  if (ec)
+    co_return Result(
+        absl::CancelledError("the wait for the next element was cancelled"));
   co_return Received(*state, std::move(result));
 }
 
@@ -347,8 +351,8 @@ class PrefetchIterator : public ElementIterator {
  private:
   absl::Status EnsureStarted() {
     if (prefetcher_ != nullptr || !start_status_.ok()) return start_status_;
-    absl::StatusOr<std::shared_ptr<Prefetcher>> started = Prefetcher::Start(
-        std::move(input_), buffer_size_, context_, 0, name_);
+    absl::StatusOr<std::shared_ptr<Prefetcher>> started =
+        Prefetcher::Start(std::move(input_), buffer_size_, context_, 0, name_);
     if (!started.ok()) {
       start_status_ = started.status();
     } else {
@@ -381,8 +385,7 @@ class PrefetchDataset : public DatasetNode {
   std::optional<ElementSpec> spec() const override { return input_->spec(); }
   bool deterministic() const override { return input_->deterministic(); }
   std::string DebugString() const override {
-    return absl::StrCat(input_->DebugString(), ".Prefetch(", buffer_size_,
-                        ")");
+    return absl::StrCat(input_->DebugString(), ".Prefetch(", buffer_size_, ")");
   }
 
  private:

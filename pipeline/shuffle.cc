@@ -61,7 +61,8 @@ class ShuffleIterator : public ElementIterator {
   }
   Result Draw() {
     if (buffer_.empty()) return std::optional<Element>();
-    const size_t at = static_cast<size_t>(UniformBelow(engine_, buffer_.size()));
+    const size_t at =
+        static_cast<size_t>(UniformBelow(engine_, buffer_.size()));
     std::optional<Element> out(std::move(buffer_[at]));
     if (at + 1 != buffer_.size()) buffer_[at] = std::move(buffer_.back());
     buffer_.pop_back();

@@ -30,9 +30,8 @@ class StreamFramer {
   asio::awaitable<ElementIterator::Result> Next() {
     if (!failure_.ok()) co_return failure_;
     while (true) {
-      std::optional<ElementIterator::Result> framed = framing_ == Framing::kLines
-                                                          ? FrameLine()
-                                                          : FrameRecord();
+      std::optional<ElementIterator::Result> framed =
+          framing_ == Framing::kLines ? FrameLine() : FrameRecord();
       if (framed.has_value()) {
         if (!framed->ok()) failure_ = framed->status();
         co_return *std::move(framed);
@@ -74,9 +73,9 @@ class StreamFramer {
     if (newline == std::string::npos) {
       const size_t pending = buffer_.size() - start_;
       if (pending > static_cast<size_t>(options_.max_line_bytes)) {
-        return ElementIterator::Result(absl::InvalidArgumentError(absl::StrCat(
-            options_.name, ": line ", count_ + 1, " longer than ",
-            options_.max_line_bytes, " bytes")));
+        return ElementIterator::Result(absl::InvalidArgumentError(
+            absl::StrCat(options_.name, ": line ", count_ + 1, " longer than ",
+                         options_.max_line_bytes, " bytes")));
       }
       if (!ended_ || pending == 0) return std::nullopt;
       std::string last = buffer_.substr(start_);
@@ -104,13 +103,13 @@ class StreamFramer {
     if (pending < 4) {
       if (ended_ && pending > 0) {
         return ElementIterator::Result(absl::DataLossError(absl::StrCat(
-            options_.name, ": record ", count_ + 1,
-            " truncated: got ", pending, " of the 4 bytes of its length")));
+            options_.name, ": record ", count_ + 1, " truncated: got ", pending,
+            " of the 4 bytes of its length")));
       }
       return std::nullopt;
     }
-    const auto* p = reinterpret_cast<const unsigned char*>(buffer_.data()) +
-                    start_;
+    const auto* p =
+        reinterpret_cast<const unsigned char*>(buffer_.data()) + start_;
     const uint64_t length = uint64_t{p[0]} | (uint64_t{p[1]} << 8) |
                             (uint64_t{p[2]} << 16) | (uint64_t{p[3]} << 24);
     if (length > static_cast<uint64_t>(options_.max_record_bytes)) {
@@ -163,9 +162,10 @@ class StreamDataset : public DatasetNode {
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
     if (taken_.exchange(true)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          DebugString(), ": a stream is read once; it has an iterator "
-                         "already (a Repeat or a second iterator)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(DebugString(),
+                       ": a stream is read once; it has an iterator "
+                       "already (a Repeat or a second iterator)"));
     }
     return std::make_unique<StreamIterator>(
         StreamFramer(stream_, framing_, options_));
@@ -175,8 +175,9 @@ class StreamDataset : public DatasetNode {
   }
   bool deterministic() const override { return false; }
   std::string DebugString() const override {
-    return absl::StrCat(framing_ == Framing::kLines ? "ReadLines(" : "ReadRecords(",
-                        options_.name, ")");
+    return absl::StrCat(
+        framing_ == Framing::kLines ? "ReadLines(" : "ReadRecords(",
+        options_.name, ")");
   }
 
  private:
@@ -189,11 +190,12 @@ class StreamDataset : public DatasetNode {
 absl::Status CheckOptions(const StreamSourceOptions& options) {
   if (options.read_bytes < 1 || options.max_line_bytes < 1 ||
       options.max_record_bytes < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        options.name, ": read_bytes and max_line_bytes must be >= 1 and "
-                      "max_record_bytes >= 0, got ",
-        options.read_bytes, ", ", options.max_line_bytes, " and ",
-        options.max_record_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(options.name,
+                     ": read_bytes and max_line_bytes must be >= 1 and "
+                     "max_record_bytes >= 0, got ",
+                     options.read_bytes, ", ", options.max_line_bytes, " and ",
+                     options.max_record_bytes));
   }
   return absl::OkStatus();
 }
@@ -323,7 +325,8 @@ Dataset TcpLines(std::string host, uint16_t port, StreamSourceOptions options) {
   if (options.name == StreamSourceOptions{}.name) {
     options.name = absl::StrCat("tcp ", host, ":", port);
   }
-  if (absl::Status s = CheckOptions(options); !s.ok()) return Dataset::Failed(s);
+  if (absl::Status s = CheckOptions(options); !s.ok())
+    return Dataset::Failed(s);
   return Dataset::FromNode(std::make_shared<TcpLinesDataset>(
       std::move(host), port, std::move(options)));
 }

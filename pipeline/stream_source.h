@@ -120,9 +120,9 @@ Dataset ReadRecords(std::shared_ptr<AsyncReadStream> stream,
 // Connects to host:port (resolved, each address tried in turn) when the
 // iterator first asks, then reads lines as ReadLines; the socket lives on
 // IteratorContext::io (the program's event loop under
-// StartDatasetIterator), else on the pool. options.name defaults to "tcp host:port".
-// A failed connect is Unavailable naming host:port. A new iterator (a
-// Repeat) connects again, so TcpLines may be repeated.
+// StartDatasetIterator), else on the pool. options.name defaults to "tcp
+// host:port". A failed connect is Unavailable naming host:port. A new iterator
+// (a Repeat) connects again, so TcpLines may be repeated.
 Dataset TcpLines(std::string host, uint16_t port,
                  StreamSourceOptions options = {});
 

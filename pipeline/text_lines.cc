@@ -56,8 +56,9 @@ class TextLinesIterator : public ElementIterator {
       if (std::optional<Result> ready = TryNext()) co_return *std::move(ready);
       if (reader_ == nullptr) {
         const std::string path = (*files_)[next_file_++];
-        LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
-                                      .max_line_bytes = options_.max_line_bytes};
+        LineFileReaderOptions options{
+            .chunk_bytes = options_.chunk_bytes,
+            .max_line_bytes = options_.max_line_bytes};
         using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
         // Named first: a capturing lambda temporary inside co_await is
         // freed too early by g++ 12 (docs/async_pitfalls.md, item 4).
@@ -103,8 +104,8 @@ class TextLinesIterator : public ElementIterator {
 class TextLinesDataset : public DatasetNode {
  public:
   TextLinesDataset(std::vector<std::string> files, TextLinesOptions options)
-      : files_(std::make_shared<const std::vector<std::string>>(
-            std::move(files))),
+      : files_(
+            std::make_shared<const std::vector<std::string>>(std::move(files))),
         options_(options) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {

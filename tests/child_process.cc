@@ -52,16 +52,16 @@ ChildProcess::ChildProcess(const std::vector<std::string>& argv) {
   posix_spawnattr_setsigdefault(&attributes, &all);
   posix_spawnattr_setflags(&attributes,
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  const int spawned = posix_spawn(&pid_, args[0].c_str(), &actions,
-                                  &attributes, argp.data(), envp.data());
+  const int spawned = posix_spawn(&pid_, args[0].c_str(), &actions, &attributes,
+                                  argp.data(), envp.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   ::close(fds[1]);
   if (spawned != 0) {
     pid_ = -1;
     ::close(fds[0]);
-    error_ = absl::StrCat("posix_spawn ", args[0], ": ",
-                          std::strerror(spawned));
+    error_ =
+        absl::StrCat("posix_spawn ", args[0], ": ", std::strerror(spawned));
     return;
   }
   output_fd_ = fds[0];

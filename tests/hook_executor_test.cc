@@ -74,7 +74,8 @@ void ExpectAllOnThisThread(const ThreadRecordingHook& hook) {
                                             "BeforeRun", "AfterRun", "End"}));
 }
 
-asio::awaitable<void> CreateRunClose(std::shared_ptr<ThreadRecordingHook> hook) {
+asio::awaitable<void> CreateRunClose(
+    std::shared_ptr<ThreadRecordingHook> hook) {
   Graph graph;
   Output x = ops::Placeholder(graph, DType::kFloat, TensorShape{}, "x");
   Output y = ops::Mul(graph, x, ops::Const(graph, 2.0f), "y");
@@ -88,7 +89,8 @@ asio::awaitable<void> CreateRunClose(std::shared_ptr<ThreadRecordingHook> hook) 
   args.fetches.push_back(y);
   args.feeds.emplace_back(x, Tensor::Scalar(1.0f));
   for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK((co_await (*created)->Run(args, asio::use_awaitable)).status());
+    CO_ASSERT_OK(
+        (co_await (*created)->Run(args, asio::use_awaitable)).status());
   }
   CO_ASSERT_OK(co_await (*created)->Close(asio::use_awaitable));
 }

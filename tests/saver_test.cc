@@ -116,9 +116,7 @@ struct Warnings {
   std::shared_ptr<std::vector<std::string>> lines =
       std::make_shared<std::vector<std::string>>();
   std::function<void(const std::string&)> Sink() const {
-    return [lines = lines](const std::string& line) {
-      lines->push_back(line);
-    };
+    return [lines = lines](const std::string& line) { lines->push_back(line); };
   }
   bool Any(absl::string_view part) const {
     return std::any_of(lines->begin(), lines->end(), [&](const auto& line) {
@@ -154,7 +152,8 @@ CO_TEST(Saver, WithoutTheStateFileRestoreFindsTheNewestCheckpoint) {
   auto [step, w] = co_await GetState(*session, m);
   EXPECT_EQ(step, 30);
   EXPECT_EQ(w, 3.0f);
-  EXPECT_TRUE(warnings.Any("is missing")) << absl::StrJoin(*warnings.lines, "\n");
+  EXPECT_TRUE(warnings.Any("is missing"))
+      << absl::StrJoin(*warnings.lines, "\n");
   // The same through the CheckpointRestorer interface a session creator
   // uses: there is something to restore.
   auto again = co_await saver->RestoreLatestIfAny(*session, dir.path());

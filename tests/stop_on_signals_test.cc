@@ -29,7 +29,9 @@ CO_TEST(StopOnSignals, TheFirstSignalStopsCleanlyAndTheSecondExitsAtOnce) {
         stop_thread = std::this_thread::get_id();
         stopped.try_send(boost::system::error_code(), signal);
       },
-      [&](int signal) { second.try_send(boost::system::error_code(), signal); });
+      [&](int signal) {
+        second.try_send(boost::system::error_code(), signal);
+      });
   EXPECT_EQ(signals.exit_code(), 0);
   std::raise(SIGTERM);
   const int first = co_await stopped.async_receive(asio::use_awaitable);

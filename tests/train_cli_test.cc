@@ -11,10 +11,10 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
@@ -126,7 +126,8 @@ class OneShotServer {
       if (peer < 0) return;
       size_t sent = 0;
       while (sent < text_.size()) {
-        const ssize_t n = ::write(peer, text_.data() + sent, text_.size() - sent);
+        const ssize_t n =
+            ::write(peer, text_.data() + sent, text_.size() - sent);
         if (n <= 0) break;
         sent += static_cast<size_t>(n);
       }
@@ -154,9 +155,10 @@ TEST(TrainCli, TrainsOnRowsFromATcpPeerUntilItCloses) {
   OneShotServer server(*digits);
   ASSERT_NE(server.port(), 0);
   ScratchDir dir;
-  Finished run = RunTrain({absl::StrCat("--data=tcp://127.0.0.1:", server.port()),
-                           "--checkpoint_dir=" + (dir / "ckpt"),
-                           "--max_steps=100000", "--batch_size=32"});
+  Finished run =
+      RunTrain({absl::StrCat("--data=tcp://127.0.0.1:", server.port()),
+                "--checkpoint_dir=" + (dir / "ckpt"), "--max_steps=100000",
+                "--batch_size=32"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find(absl::StrCat("training on rows from tcp 127.0.0.1:",
                                          server.port())),
@@ -165,8 +167,7 @@ TEST(TrainCli, TrainsOnRowsFromATcpPeerUntilItCloses) {
   // 1797 rows in batches of 32: 57 steps, then the peer's close ends it.
   EXPECT_NE(run.output.find("stopped at global step 57 "), std::string::npos)
       << run.output;
-  EXPECT_NE(run.output.find("test_accuracy="), std::string::npos)
-      << run.output;
+  EXPECT_NE(run.output.find("test_accuracy="), std::string::npos) << run.output;
   auto latest = LatestCheckpoint(dir / "ckpt");
   ASSERT_TRUE(latest.ok()) << latest.status();
   EXPECT_NE(latest->find("model.ckpt-57"), std::string::npos) << *latest;
@@ -251,9 +252,9 @@ TEST(TrainCli, ALabelOutOfRangeAnywhereFailsBeforeTrainingNamingFileAndLine) {
   for (int bad_line : {1, 17, 40}) {
     const std::string csv = dir / absl::StrCat("bad", bad_line, ".csv");
     WriteDigits(csv, bad_line);
-    Finished run = RunTrain({"--data=" + csv,
-                        "--checkpoint_dir=" + (dir / "ckpt"),
-                        "--max_steps=5"});
+    Finished run =
+        RunTrain({"--data=" + csv, "--checkpoint_dir=" + (dir / "ckpt"),
+                  "--max_steps=5"});
     EXPECT_EQ(run.exit_code, 1) << run.output;
     EXPECT_NE(run.output.find(absl::StrCat(csv, ":", bad_line, ":")),
               std::string::npos)
@@ -284,17 +285,17 @@ TEST(TrainCli, RemovesAKilledRunsTemporaryFilesAndKeepsTheNewestTimelines) {
       "timeline-4.json.tmp.999999.2"};
   for (const std::string& name : stale) std::ofstream(dir / name) << "partial";
   Finished run = RunTrain({"--checkpoint_dir=" + dir.path(), "--max_steps=20",
-                      "--profile_every_n_steps=2", "--max_timelines=3"});
+                           "--profile_every_n_steps=2", "--max_timelines=3"});
   ASSERT_EQ(run.exit_code, 0) << run.output;
   for (const std::string& name : stale) {
     EXPECT_FALSE(fs::exists(dir / name)) << name << " was left behind";
   }
-  std::vector<std::string> timelines = FilesStartingWith(dir.path(),
-                                                         "timeline-");
+  std::vector<std::string> timelines =
+      FilesStartingWith(dir.path(), "timeline-");
   std::sort(timelines.begin(), timelines.end());
-  EXPECT_EQ(timelines, (std::vector<std::string>{"timeline-16.json",
-                                                 "timeline-18.json",
-                                                 "timeline-20.json"}));
+  EXPECT_EQ(timelines,
+            (std::vector<std::string>{"timeline-16.json", "timeline-18.json",
+                                      "timeline-20.json"}));
 }
 
 }  // namespace

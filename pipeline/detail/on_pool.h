@@ -53,10 +53,10 @@ auto AsyncOnPool(Runtime::executor_type pool, Fn fn, std::string what,
         auto once = std::make_shared<CompleteOnce<T>>(
             PostToHandler<T>(std::move(handler), [](T r) { return r; }));
         if (slot.is_connected()) {
-          slot.assign([once, what = std::move(what)](
-                          boost::asio::cancellation_type) {
-            once->Complete(T(absl::CancelledError(what)));
-          });
+          slot.assign(
+              [once, what = std::move(what)](boost::asio::cancellation_type) {
+                once->Complete(T(absl::CancelledError(what)));
+              });
         }
         boost::asio::post(pool, [once, fn = std::move(fn)]() mutable {
           once->Complete(fn());

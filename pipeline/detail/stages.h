@@ -34,7 +34,8 @@ Node ShuffleNode(Node input, int64_t buffer_size, uint64_t seed,
                  bool reshuffle_each_iteration);
 // pipeline/batch.cc
 Node BatchNode(Node input, int64_t batch_size, bool drop_remainder);
-Node PaddedBatchNode(Node input, int64_t batch_size, PaddedBatchOptions options);
+Node PaddedBatchNode(Node input, int64_t batch_size,
+                     PaddedBatchOptions options);
 // pipeline/prefetch.cc
 Node PrefetchNode(Node input, int64_t buffer_size);
 // pipeline/interleave.cc
