@@ -3,8 +3,6 @@
 // resuming at a batch), and the IteratorGetNext op through a plain Session
 // and a MonitoredSession, including stops while the producer or GetNext
 // waits.
-#include "cosession/pipeline/csv_dataset.h"
-
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -27,11 +25,13 @@
 #include "cosession/async/session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/csv_reader.h"
+#include "cosession/pipeline/csv_dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/training/dataset_hook.h"
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_files.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
 
@@ -39,28 +39,13 @@ namespace cosession::dataset_test {
 namespace {
 
 namespace asio = boost::asio;
+using testing::ReadBytes;
 using testing::ScratchDir;
 using testing::TestRuntime;
+using testing::WriteFile;
+using testing::WriteGzip;
 
 constexpr char kDigits[] = COSESSION_DIGITS_CSV;
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-
-void WriteGzip(const std::string& path, const std::string& text) {
-  gzFile file = gzopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr);
-  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
-            static_cast<int>(text.size()));
-  ASSERT_EQ(gzclose(file), Z_OK);
-}
-
-std::string ReadBytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Rows "10*i, 10*i+1, i": the label names the row.
 std::string NumberedRows(int64_t first, int64_t count) {
@@ -440,9 +425,9 @@ TEST(CsvDataset, ALabelOutOfRangeNamesFileAndLineEvenInARowNotKept) {
             absl::StrCat(path,
                          ":3: column 3: label 15 is out of range [0, 10) "
                          "(num_classes)"));
-  auto fine = MakeDataset({.files = {path}, .num_columns = 3,
-                           .num_classes = 16})
-                  ->Load();
+  auto fine =
+      MakeDataset({.files = {path}, .num_columns = 3, .num_classes = 16})
+          ->Load();
   EXPECT_TRUE(fine.ok()) << fine.status();
 }
 

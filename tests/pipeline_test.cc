@@ -32,6 +32,7 @@
 #include "cosession/pipeline/stream_source.h"
 #include "tests/co_test.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_files.h"
 #include "tests/test_util.h"
 
 namespace cosession::pipeline_test {
@@ -40,8 +41,11 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using boost::system::error_code;
+using testing::ReadBytes;
 using testing::ScratchDir;
 using testing::TestRuntime;
+using testing::WriteFile;
+using testing::WriteGzip;
 
 IteratorContext Context(Coordinator* coordinator = nullptr) {
   return {.pool = TestRuntime().executor(), .coordinator = coordinator};
@@ -99,7 +103,8 @@ asio::awaitable<Drained> DrainIterator(ElementIterator& it,
 
 asio::awaitable<Drained> Drain(Dataset dataset, IteratorContext context) {
   auto it = dataset.MakeIterator(context);
-  if (!it.ok()) co_return Drained{.elements = {}, .texts = {}, .end = it.status()};
+  if (!it.ok())
+    co_return Drained{.elements = {}, .texts = {}, .end = it.status()};
   co_return co_await DrainIterator(**it);
 }
 
@@ -107,18 +112,6 @@ std::vector<std::vector<int64_t>> Scalars(std::vector<int64_t> values) {
   std::vector<std::vector<int64_t>> out;
   for (int64_t v : values) out.push_back({v});
   return out;
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-void WriteGzip(const std::string& path, const std::string& text) {
-  gzFile file = gzopen(path.c_str(), "wb");
-  ASSERT_NE(file, nullptr);
-  ASSERT_EQ(gzwrite(file, text.data(), static_cast<unsigned>(text.size())),
-            static_cast<int>(text.size()));
-  ASSERT_EQ(gzclose(file), Z_OK);
 }
 
 Dataset TimesTen(Dataset d, int64_t parallelism, bool deterministic = true) {
@@ -141,12 +134,13 @@ class Started {
   Started(asio::any_io_executor executor, asio::awaitable<T> body,
           asio::cancellation_slot slot = {})
       : channel_(std::make_shared<Channel>(executor, 1)) {
-    asio::co_spawn(executor, std::move(body),
-                   asio::bind_cancellation_slot(
-                       slot, [channel = channel_](std::exception_ptr e, T value) {
-                         if (e) value = T(absl::InternalError("thrown"));
-                         channel->try_send(error_code(), std::move(value));
-                       }));
+    asio::co_spawn(
+        executor, std::move(body),
+        asio::bind_cancellation_slot(
+            slot, [channel = channel_](std::exception_ptr e, T value) {
+              if (e) value = T(absl::InternalError("thrown"));
+              channel->try_send(error_code(), std::move(value));
+            }));
   }
   asio::awaitable<T> Get() {
     auto [ec, value] =
@@ -209,8 +203,9 @@ CO_TEST(Pipeline, FromTensorSlicesAndBatch) {
   Dataset batches = slices.Batch(2);
   EXPECT_EQ(ElementSpecString(*batches.spec()), "(float [?,2], int32 [?])");
   Drained d = co_await Drain(batches, Context());
-  EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
-                            {1, 2, 3, 4, 0, 1}, {5, 6, 7, 8, 2, 3}, {9, 10, 4}}));
+  EXPECT_EQ(d.elements,
+            (std::vector<std::vector<int64_t>>{
+                {1, 2, 3, 4, 0, 1}, {5, 6, 7, 8, 2, 3}, {9, 10, 4}}));
   d = co_await Drain(slices.Batch(2, /*drop_remainder=*/true), Context());
   EXPECT_EQ(d.elements.size(), 2u);
   EXPECT_EQ(ElementSpecString(*slices.Batch(2, true).spec()),
@@ -224,8 +219,8 @@ CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
   elements.push_back(MakeElement({Tensor::FromVector<int64_t>({5, 6})}));
   Dataset padded = Dataset::FromElements(std::move(elements)).PaddedBatch(2);
   Drained d = co_await Drain(padded, Context());
-  EXPECT_EQ(d.elements, (std::vector<std::vector<int64_t>>{
-                            {1, 0, 0, 2, 3, 4}, {5, 6}}));
+  EXPECT_EQ(d.elements,
+            (std::vector<std::vector<int64_t>>{{1, 0, 0, 2, 3, 4}, {5, 6}}));
   EXPECT_TRUE(d.end.ok()) << d.end;
 }
 
@@ -276,8 +271,8 @@ CO_TEST(Pipeline, ShuffleIsASeededPermutationReshuffledEachEpoch) {
   std::vector<std::vector<int64_t>> second(a.elements.begin() + 20,
                                            a.elements.end());
   EXPECT_NE(first, second);  // each epoch its own order
-  EXPECT_NE(first, Scalars({0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-                            15, 16, 17, 18, 19}));
+  EXPECT_NE(first, Scalars({0,  1,  2,  3,  4,  5,  6,  7,  8,  9,
+                            10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
   std::multiset<std::vector<int64_t>> seen(first.begin(), first.end());
   EXPECT_EQ(seen.size(), 20u);
   EXPECT_EQ(std::set<std::vector<int64_t>>(first.begin(), first.end()).size(),
@@ -313,8 +308,8 @@ CO_TEST(Pipeline, TextLinesReadsPlainAndGzipInChunks) {
   WriteFile(dir / "a.txt", "alpha\r\nbeta\n\ngamma");
   WriteGzip(dir / "b.gz", "delta\nepsilon\n");
   // Chunks of 3 bytes: every line spans chunks.
-  Dataset lines = Dataset::TextLines({dir / "a.txt", dir / "b.gz"},
-                                     {.chunk_bytes = 3});
+  Dataset lines =
+      Dataset::TextLines({dir / "a.txt", dir / "b.gz"}, {.chunk_bytes = 3});
   auto it = lines.MakeIterator(Context());
   CO_ASSERT_TRUE(it.ok());
   std::vector<std::string> origins;
@@ -349,8 +344,7 @@ CO_TEST(Pipeline, TextLinesErrorsNameTheFileAndLine) {
   std::string packed;
   {
     WriteGzip(dir / "c.gz", std::string(4000, 'y') + "\n");
-    std::ifstream in(dir / "c.gz", std::ios::binary);
-    packed.assign(std::istreambuf_iterator<char>(in), {});
+    packed = ReadBytes(dir / "c.gz");
   }
   WriteFile(dir / "cut.gz", packed.substr(0, packed.size() / 2));
   Dataset cut = Dataset::TextLines({dir / "cut.gz"});
@@ -378,7 +372,8 @@ CO_TEST(Pipeline, CsvRowsParseWithFileAndLineInErrors) {
             std::string::npos)
       << d.end;
   WriteFile(dir / "bad.csv", "1,2,0\n1,x,0\n");
-  Dataset bad = CsvRows(Dataset::TextLines({dir / "bad.csv"}), {.num_columns = 3});
+  Dataset bad =
+      CsvRows(Dataset::TextLines({dir / "bad.csv"}), {.num_columns = 3});
   d = co_await Drain(bad, Context());
   EXPECT_NE(d.end.message().find("bad.csv:2: column 2: 'x' is not a number"),
             std::string::npos)
@@ -407,9 +402,9 @@ asio::awaitable<SocketPair> Connect() {
 
 std::string Record(const std::string& payload) {
   const auto n = static_cast<uint32_t>(payload.size());
-  std::string out{static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                  static_cast<char>((n >> 16) & 0xff),
-                  static_cast<char>((n >> 24) & 0xff)};
+  std::string out{
+      static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
+      static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
   return out + payload;
 }
 
@@ -427,8 +422,8 @@ CO_TEST(Pipeline, ReadLinesFromASocketUntilItsEnd) {
 
 CO_TEST(Pipeline, ReadRecordsAndAPeerClosingMidRecord) {
   SocketPair pair = co_await Connect();
-  const std::string bytes =
-      Record("one") + Record("") + Record("three") + Record("cut-off").substr(0, 6);
+  const std::string bytes = Record("one") + Record("") + Record("three") +
+                            Record("cut-off").substr(0, 6);
   co_await asio::async_write(*pair.writer, asio::buffer(bytes),
                              asio::use_awaitable);
   pair.writer->shutdown(tcp::socket::shutdown_send);
@@ -512,7 +507,8 @@ CO_TEST(Pipeline, TcpLinesConnectsAndAFailedConnectIsUnavailable) {
   tcp::acceptor acceptor(executor, {asio::ip::address_v4::loopback(), 0});
   const uint16_t port = acceptor.local_endpoint().port();
   Dataset lines = TcpLines("127.0.0.1", port);
-  EXPECT_EQ(lines.DebugString(), absl::StrCat("TcpLines(127.0.0.1:", port, ")"));
+  EXPECT_EQ(lines.DebugString(),
+            absl::StrCat("TcpLines(127.0.0.1:", port, ")"));
   auto it = lines.MakeIterator(Context());
   CO_ASSERT_TRUE(it.ok());
   ElementIterator* iterator = it->get();
@@ -525,7 +521,8 @@ CO_TEST(Pipeline, TcpLinesConnectsAndAFailedConnectIsUnavailable) {
   ElementIterator::Result r = co_await pending.Get();
   CO_ASSERT_TRUE(r.ok() && r->has_value());
   EXPECT_EQ((*r)->text(0), "x");
-  EXPECT_EQ((*r)->origin.ToString(), absl::StrCat("tcp 127.0.0.1:", port, ": line 1"));
+  EXPECT_EQ((*r)->origin.ToString(),
+            absl::StrCat("tcp 127.0.0.1:", port, ": line 1"));
   Drained rest = co_await DrainIterator(*iterator);
   EXPECT_EQ(rest.texts, std::vector<std::string>{"y"});
   acceptor.close();
@@ -564,8 +561,8 @@ CO_TEST(Pipeline, FromChannelDrainsThenEndsAndIsBounded) {
 
 CO_TEST(Pipeline, FromGeneratorAwaitsTheUsersCoroutine) {
   auto count = std::make_shared<int64_t>(0);
-  Dataset generated = FromGenerator(
-      [count]() -> asio::awaitable<std::optional<Element>> {
+  Dataset generated =
+      FromGenerator([count]() -> asio::awaitable<std::optional<Element>> {
         if (*count == 3) co_return std::nullopt;
         std::vector<Tensor> t{Tensor::Scalar<int64_t>((*count)++)};
         co_return MakeElement(std::move(t));
@@ -590,7 +587,8 @@ CO_TEST(Pipeline, PrefetchYieldsTheStreamAndItsEnd) {
   Drained d = co_await Drain(prefetched, Context(&coordinator));
   EXPECT_EQ(d.elements, Scalars({0, 10, 20, 30, 40, 50}));
   EXPECT_TRUE(d.end.ok()) << d.end;
-  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
@@ -599,8 +597,10 @@ CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
   auto calls = std::make_shared<std::atomic<int64_t>>(0);
   // Each call of the map reports its count; the test waits for the count
   // at which the producer must block, then stops it.
-  using Calls = asio::experimental::concurrent_channel<void(error_code, int64_t)>;
-  auto reported = std::make_shared<Calls>(co_await asio::this_coro::executor, 1000);
+  using Calls =
+      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
+  auto reported =
+      std::make_shared<Calls>(co_await asio::this_coro::executor, 1000);
   constexpr int64_t kBuffer = 2;
   Dataset counted = Dataset::Range(1000000).Map(
       [calls, reported](Element e) -> absl::StatusOr<Element> {
@@ -615,13 +615,14 @@ CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
   // One taken, kBuffer buffered, one waiting to be sent.
   int64_t seen = 0;
   while (seen < 1 + kBuffer + 1) {
-    auto [ec, n] = co_await reported->async_receive(
-        asio::as_tuple(asio::use_awaitable));
+    auto [ec, n] =
+        co_await reported->async_receive(asio::as_tuple(asio::use_awaitable));
     CO_ASSERT_TRUE(!ec);
     seen = n;
   }
   coordinator.RequestStop().IgnoreError();
-  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
   // Joined: the producer ended. Without backpressure it would have run on.
   EXPECT_LE(calls->load(), 1 + kBuffer + 1);
   ElementIterator::Result after = co_await NextOf(**it);
@@ -640,7 +641,8 @@ CO_TEST(Pipeline, AStopCancelsAPrefetchWaitingOnASocket) {
   EXPECT_FALSE(ready.has_value());
   coordinator.RequestStop().IgnoreError();
   // Join completes only once the producer's read was cancelled.
-  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
   ElementIterator::Result after = co_await NextOf(**it);
   EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
 }
@@ -652,7 +654,8 @@ CO_TEST(Pipeline, APipelineErrorStopsTheCoordinatorWithIt) {
       Dataset::TextLines({"/nonexistent/cosession/x.txt"}).Prefetch(2);
   Drained d = co_await Drain(missing, Context(&coordinator));
   EXPECT_TRUE(absl::IsNotFound(d.end)) << d.end;
-  absl::Status joined = co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
+  absl::Status joined =
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
   EXPECT_TRUE(absl::IsNotFound(joined)) << joined;
 }
 
@@ -683,7 +686,8 @@ CO_TEST(Pipeline, SkipResumesAShuffledParallelChainExactly) {
         << "resumed at " << position;
   }
   coordinator.RequestStop().IgnoreError();
-  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 // ------------------------------------------------------- into the graph
@@ -710,7 +714,8 @@ CO_TEST(Pipeline, IteratorGetNextRunsADatasetInTheGraph) {
   EXPECT_EQ(Values((*second)[1]), (std::vector<int64_t>{9}));
   auto end = co_await session.Run(args, asio::use_awaitable);
   EXPECT_TRUE(absl::IsOutOfRange(end.status())) << end.status();
-  CO_ASSERT_OK(co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 TEST(Pipeline, IteratorGetNextNeedsAKnownTensorSpec) {
