@@ -629,18 +629,46 @@ CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
   EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
 }
 
+// A socket that reports each read it starts, so that a test knows a read
+// is pending (an AsyncReadStream, as ReadLines takes any).
+class ReadReportingSocket {
+ public:
+  using executor_type = tcp::socket::executor_type;
+  using Reads = asio::experimental::concurrent_channel<void(error_code)>;
+  ReadReportingSocket(std::shared_ptr<tcp::socket> socket,
+                      std::shared_ptr<Reads> reads)
+      : socket_(std::move(socket)), reads_(std::move(reads)) {}
+  executor_type get_executor() { return socket_->get_executor(); }
+  template <typename Buffers, typename Token>
+  auto async_read_some(const Buffers& buffers, Token&& token) {
+    reads_->try_send(error_code());
+    return socket_->async_read_some(buffers, std::forward<Token>(token));
+  }
+
+ private:
+  std::shared_ptr<tcp::socket> socket_;
+  std::shared_ptr<Reads> reads_;
+};
+
 CO_TEST(Pipeline, AStopCancelsAPrefetchWaitingOnASocket) {
   SocketPair pair = co_await Connect();  // the writer never writes
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
-  auto it = ReadLines(pair.reader, {.name = "quiet"})
+  auto reads = std::make_shared<ReadReportingSocket::Reads>(loop, 8);
+  auto socket = std::make_shared<ReadReportingSocket>(pair.reader, reads);
+  auto it = ReadLines(socket, {.name = "quiet"})
                 .Prefetch(1)
                 .MakeIterator(Context(&coordinator));
   CO_ASSERT_TRUE(it.ok());
   std::optional<ElementIterator::Result> ready = (*it)->TryNext();  // starts
   EXPECT_FALSE(ready.has_value());
+  // The producer started its read (on its strand, where the stop's
+  // cancellation is delivered after it): now stop.
+  auto [read_ec] =
+      co_await reads->async_receive(asio::as_tuple(asio::use_awaitable));
+  CO_ASSERT_TRUE(!read_ec);
   coordinator.RequestStop().IgnoreError();
-  // Join completes only once the producer's read was cancelled.
+  // Join completes only once the producer's pending read was cancelled.
   CO_ASSERT_OK(
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
   ElementIterator::Result after = co_await NextOf(**it);
