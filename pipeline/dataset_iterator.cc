@@ -2,6 +2,7 @@
 
 #include <boost/asio/use_awaitable.hpp>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -21,8 +22,10 @@ struct GetNextConfig {
   Dataset dataset;
   ElementSpec spec;
   int64_t buffer_size = 2;
-  // The "<op>/position" variable; set once, while the graph is built.
+  // The "<op>/position" variable and "IteratorGetNext '<op>'" for
+  // messages; set once, while the graph is built (not per step).
   Node* position = nullptr;
+  std::string what{};
 };
 
 absl::Status NotGetNext(const Output& output) {
@@ -57,9 +60,7 @@ asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
   if (!next->has_value()) co_return absl::OutOfRangeError("End of sequence");
   std::shared_ptr<const GetNextConfig> config = ConfigOf(ctx.node());
   Element& element = **next;
-  absl::Status fits = CheckElement(
-      element, config->spec,
-      absl::StrCat(kIteratorGetNextOp, " '", ctx.node().name(), "'"));
+  absl::Status fits = CheckElement(element, config->spec, config->what);
   if (!fits.ok()) co_return fits;
   // Counted as taken before the step ends, so that a checkpoint saved
   // after this step resumes after this element.
@@ -135,6 +136,7 @@ std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
   Node* node = g.AddNode(std::move(node_spec));
   // Not trainable: optimizers leave it alone; the Saver saves it as every
   // variable.
+  config->what = absl::StrCat(kIteratorGetNextOp, " '", node->name(), "'");
   config->position = ops::Variable(g, Tensor::Scalar<int64_t>(0),
                                    absl::StrCat(node->name(), "/position"),
                                    /*trainable=*/false)
