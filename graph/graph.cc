@@ -1,5 +1,6 @@
 #include "cosession/graph/graph.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "absl/strings/str_cat.h"
@@ -147,6 +148,14 @@ void Graph::AddToCollection(absl::string_view key, Node* node) {
                      "': the graph is finalized")));
   }
   collections_[key].push_back(node);
+}
+
+std::vector<std::string> Graph::CollectionKeys() const {
+  std::vector<std::string> keys;
+  keys.reserve(collections_.size());
+  for (const auto& [key, nodes] : collections_) keys.push_back(key);
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 absl::Span<Node* const> Graph::GetCollection(absl::string_view key) const {

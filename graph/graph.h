@@ -167,6 +167,8 @@ class Graph {
   // "variable_initializers", ...). Adding to a finalized graph throws.
   void AddToCollection(absl::string_view key, Node* node);
   absl::Span<Node* const> GetCollection(absl::string_view key) const;
+  // The keys of every collection, sorted.
+  std::vector<std::string> CollectionKeys() const;
 
   // Graph-level random seed (TensorFlow's tf.set_random_seed): random ops
   // without an op seed derive theirs from it; unset = nondeterministic.

@@ -1,5 +1,7 @@
 #include "cosession/graph/op_registry.h"
 
+#include <algorithm>
+
 namespace cosession {
 
 absl::Status InferenceContext::ExpectInputs(int min, int max) const {
@@ -68,6 +70,17 @@ const OpDef* OpRegistry::Find(absl::string_view name) const {
   std::shared_lock lock(mu_);
   auto it = ops_.find(name);
   return it == ops_.end() ? nullptr : it->second.get();
+}
+
+std::vector<std::string> OpRegistry::OpNames() const {
+  std::vector<std::string> names;
+  {
+    std::shared_lock lock(mu_);
+    names.reserve(ops_.size());
+    for (const auto& [name, def] : ops_) names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 absl::Status OpRegistry::SetGradient(absl::string_view op,

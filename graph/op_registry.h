@@ -126,6 +126,10 @@ struct OpDef {
   // Stateful ops (variables, random) are never cached or merged.
   bool stateful = false;
   GradientFn gradient{};
+  // The int64 attrs that hold another node's id (the variable an Assign or
+  // an Apply op updates). A graph written out (serving/graph_json.h) stores
+  // them as that node's name, since ids change when a graph is pruned.
+  std::vector<std::string> node_id_attrs{};
 };
 
 class OpRegistry {
@@ -138,6 +142,8 @@ class OpRegistry {
   absl::Status Register(OpDef def);
   // nullptr when unknown.
   const OpDef* Find(absl::string_view name) const;
+  // The names of every registered op, sorted.
+  std::vector<std::string> OpNames() const;
   // NotFound when the op is unknown.
   absl::Status SetGradient(absl::string_view op, GradientFn gradient);
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/io/crc32c.h"
+#include "cosession/io/json_depth.h"
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -105,34 +106,6 @@ class Corrupt {
  private:
   absl::string_view source_;
 };
-
-// Deepest nesting of arrays/objects outside strings, stopping early once
-// past the limit.
-int JsonDepth(absl::string_view text) {
-  int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      deepest = std::max(deepest, ++depth);
-      if (deepest > kMaxJsonDepth) return deepest;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // A non-negative JSON integer that fits in int64.
 std::optional<int64_t> NonNegativeInt(const Json& value) {
@@ -341,7 +314,7 @@ absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
   if (header_text.empty() || header_text.front() != '{') {
     return corrupt("the header does not start with '{'");
   }
-  if (JsonDepth(header_text) > kMaxJsonDepth) {
+  if (JsonNestingDepth(header_text, kMaxJsonDepth) > kMaxJsonDepth) {
     return corrupt("the header nests deeper than ", kMaxJsonDepth, " levels");
   }
   Json header;

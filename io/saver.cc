@@ -35,7 +35,6 @@ namespace asio = boost::asio;
 
 constexpr absl::string_view kStateFileName = "checkpoint";
 constexpr absl::string_view kFileSuffix = ".safetensors";
-constexpr absl::string_view kGlobalStepKey = "global_step";
 constexpr absl::string_view kRestoreValuePrefix = "save/restore/";
 constexpr absl::string_view kAssignPrefix = "save/assign/";
 

@@ -88,6 +88,9 @@
 
 namespace cosession {
 
+// The __metadata__ key of a checkpoint file holding its global step.
+inline constexpr absl::string_view kGlobalStepKey = "global_step";
+
 struct SaverOptions {
   // Checkpoints listed in the state file; older ones are deleted. 0 = keep
   // every checkpoint.

@@ -221,15 +221,18 @@ void RegisterCoreOps(OpRegistry& r) {
   must(r.Register({.name = "Assign",
                    .shape_fn = AssignShape,
                    .kernel = AssignKernel,
-                   .stateful = true}));
+                   .stateful = true,
+                   .node_id_attrs = {"variable"}}));
   must(r.Register({.name = "AssignAdd",
                    .shape_fn = AssignShape,
                    .kernel = AssignUpdateKernel<+1>,
-                   .stateful = true}));
+                   .stateful = true,
+                   .node_id_attrs = {"variable"}}));
   must(r.Register({.name = "AssignSub",
                    .shape_fn = AssignShape,
                    .kernel = AssignUpdateKernel<-1>,
-                   .stateful = true}));
+                   .stateful = true,
+                   .node_id_attrs = {"variable"}}));
 }
 
 namespace ops {

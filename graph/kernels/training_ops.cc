@@ -263,17 +263,20 @@ void RegisterTrainingOps(OpRegistry& r) {
        .shape_fn = ApplyShape,
        .kernel = Dispatch<GradientDescent<float>, GradientDescent<double>>,
        .cost = ApplyCost,
-       .stateful = true}));
+       .stateful = true,
+       .node_id_attrs = {"variable"}}));
   must(r.Register({.name = "ApplyMomentum",
                    .shape_fn = ApplyShape,
                    .kernel = Dispatch<Momentum<float>, Momentum<double>>,
                    .cost = ApplyCost,
-                   .stateful = true}));
+                   .stateful = true,
+                   .node_id_attrs = {"variable", "accumulation"}}));
   must(r.Register({.name = "ApplyAdam",
                    .shape_fn = ApplyShape,
                    .kernel = Dispatch<Adam<float>, Adam<double>>,
                    .cost = ApplyCost,
-                   .stateful = true}));
+                   .stateful = true,
+                   .node_id_attrs = {"variable", "m", "v"}}));
 }
 
 namespace ops {
