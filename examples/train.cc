@@ -22,6 +22,8 @@
 //   model.ckpt-<step>.safetensors, checkpoint   checkpoints (safetensors)
 //   events.out.tfevents.*                       TensorBoard event files
 //   timeline-<step>.json                        Chrome traces (Perfetto)
+// and with --export_dir, the model for serving (serving/saved_model.h):
+//   <export_dir>/<global step>/model.json, variables.safetensors
 // Run it again with the same --checkpoint_dir and it resumes from the saved
 // step (the input pipeline too, at the batch the checkpoint saved); raise
 // --max_steps to train further.
@@ -47,6 +49,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,6 +78,7 @@
 #include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/pipeline/stream_source.h"
+#include "cosession/serving/saved_model.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
 #include "cosession/training/stop_on_signals.h"
@@ -105,6 +109,10 @@ ABSL_FLAG(int64_t, log_every_n_steps, 200,
 ABSL_FLAG(int64_t, save_checkpoint_steps, 500, "Checkpoint this often");
 ABSL_FLAG(int64_t, profile_every_n_steps, 1000,
           "Write a Chrome trace of one step this often");
+ABSL_FLAG(std::string, export_dir, "",
+          "After training, export the model for serving to "
+          "<export_dir>/<global step>/ (signature serving_default: input x, "
+          "outputs probabilities and classes); empty = no export");
 ABSL_FLAG(int64_t, max_timelines, 5,
           "Keep only the newest this many Chrome traces in --checkpoint_dir "
           "(0 = all)");
@@ -135,6 +143,7 @@ struct Flags {
   int64_t save_checkpoint_steps;
   int64_t profile_every_n_steps;
   int64_t max_timelines;
+  std::string export_dir;
 };
 
 // A flag's bad value: the program's usage error (exit code 2).
@@ -168,6 +177,7 @@ absl::StatusOr<Flags> ReadFlags() {
   f.save_checkpoint_steps = absl::GetFlag(FLAGS_save_checkpoint_steps);
   f.profile_every_n_steps = absl::GetFlag(FLAGS_profile_every_n_steps);
   f.max_timelines = absl::GetFlag(FLAGS_max_timelines);
+  f.export_dir = absl::GetFlag(FLAGS_export_dir);
   auto positive = [](int64_t value, const char* flag) -> absl::Status {
     if (value >= 1) return absl::OkStatus();
     return FlagError(flag, absl::StrCat("must be >= 1, got ", value));
@@ -317,6 +327,7 @@ struct Setup {
   std::unique_ptr<Graph> graph = std::make_unique<Graph>();
   DatasetOutputs batch;
   MlpClassifier model;
+  Output probabilities;  // softmax of the logits, for the exported model
   std::shared_ptr<DatasetHook> input;
   MonitoredTrainingSessionOptions options;
 };
@@ -337,6 +348,11 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
       setup.model,
       BuildMlpClassifier(g, setup.batch.features, setup.batch.labels, f.model));
   const MlpClassifier& model = setup.model;
+  try {
+    setup.probabilities = ops::Softmax(g, model.logits, "probabilities");
+  } catch (const StatusError& e) {
+    return e.status();
+  }
   COSESSION_ASSIGN_OR_RETURN(
       setup.input, DatasetHook::Create({.get_next = setup.batch.features,
                                         .resume_from_checkpoint = true}));
@@ -435,11 +451,34 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
                              {batch.labels, data.test.labels}}};
   auto evaluated =
       co_await session.raw_session().Run(evaluate, asio::use_awaitable);
+  // The export reads the variables as training left them, before Close
+  // (whose final checkpoint holds the same values).
+  absl::StatusOr<std::string> exported;
+  if (!f.export_dir.empty() && failure.ok() && evaluated.ok()) {
+    std::map<std::string, ExportSignature> signatures{
+        {kDefaultServingSignature,
+         {.inputs = {{"x", batch.features}},
+          .outputs = {{"probabilities", setup.probabilities},
+                      {"classes", model.predictions}}}}};
+    exported = co_await ExportSavedModel(session.raw_session(),
+                                         std::move(signatures), f.export_dir,
+                                         (*evaluated)[2].scalar<int64_t>());
+  }
   absl::Status closed = co_await session.Close(asio::use_awaitable);
   interrupt->session = nullptr;
   if (!failure.ok()) co_return failure;
   if (!closed.ok()) co_return closed;
   if (!evaluated.ok()) co_return evaluated.status();
+  if (!f.export_dir.empty()) {
+    if (exported.ok()) {
+      Say(absl::StrCat("exported the model for serving to ", *exported));
+    } else if (absl::IsAlreadyExists(exported.status())) {
+      // A rerun that trained no further: the version is already there.
+      Say(absl::StrCat("not exported: ", exported.status().message()));
+    } else {
+      co_return exported.status();
+    }
+  }
   Say(absl::StrFormat("stopped at global step %d after %.2f s (%s)",
                       (*evaluated)[2].scalar<int64_t>(), seconds,
                       session.stop_reason()));

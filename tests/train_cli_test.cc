@@ -6,7 +6,9 @@
 //   * a label out of range in the held-out rows fails before training
 //     starts, naming the file and line;
 //   * temporary files a killed run left are removed at start, and only the
-//     newest --max_timelines Chrome traces are kept.
+//     newest --max_timelines Chrome traces are kept;
+//   * --export_dir writes a model that this (another) process loads and
+//     that predicts what the trained variables predict.
 // The tests wait for what the child prints, each wait bounded.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -16,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -28,13 +31,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "cosession/io/csv_reader.h"
+#include "cosession/graph/ops.h"
 #include "cosession/io/saver.h"
+#include "cosession/serving/saved_model.h"
+#include "examples/mlp_classifier.h"
+#include "tests/co_test.h"
+#include "tests/test_util.h"
 #include "tests/child_process.h"
 #include "tests/scratch_dir.h"
 
 namespace cosession::train_cli_test {
 namespace {
 
+namespace asio = boost::asio;
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 using testing::ChildProcess;
@@ -296,6 +305,79 @@ TEST(TrainCli, RemovesAKilledRunsTemporaryFilesAndKeepsTheNewestTimelines) {
   EXPECT_EQ(timelines,
             (std::vector<std::string>{"timeline-16.json", "timeline-18.json",
                                       "timeline-20.json"}));
+}
+
+// Rows of pixel values 0..16, as the digits have.
+Tensor PixelRows(int n) {
+  std::vector<float> values(static_cast<size_t>(n) * 64);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>((i * 7 + i / 64) % 17);
+  }
+  return Tensor::FromVector(values, TensorShape{n, 64});
+}
+
+CO_TEST(TrainCli, ExportsAModelAnotherProcessLoadsAndThatPredictsTheSame) {
+  ScratchDir dir;
+  Finished run = RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
+                           "--export_dir=" + (dir / "export"),
+                           "--max_steps=40"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  CO_ASSERT_TRUE(run.exit_code == 0);
+  EXPECT_NE(run.output.find("exported the model for serving to " +
+                            (dir / "export/40")),
+            std::string::npos)
+      << run.output;
+  auto loaded =
+      co_await LoadSavedModel(dir / "export/40", testing::TestRuntime());
+  CO_ASSERT_OK(loaded.status());
+  const Signature* sig = (*loaded)->FindSignature("serving_default");
+  CO_ASSERT_TRUE(sig != nullptr);
+  EXPECT_EQ(sig->inputs.at("x").shape.DebugString(), "[?,64]");
+  EXPECT_EQ(sig->outputs.at("probabilities").shape.DebugString(), "[?,10]");
+  EXPECT_EQ(sig->outputs.at("classes").dtype, DType::kInt64);
+  EXPECT_EQ(sig->outputs.at("classes").shape.DebugString(), "[?]");
+
+  // The trained variables, from the final checkpoint of the same step, in
+  // the model built as cosession_train builds it.
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 64}, "x");
+  Output labels = ops::Placeholder(g, DType::kInt64, TensorShape{-1}, "y");
+  auto model = BuildMlpClassifier(
+      g, x, labels, {.hidden_units = {128}, .input_scale = 1.0 / 16});
+  CO_ASSERT_OK(model.status());
+  Output probabilities = ops::Softmax(g, model->logits);
+  auto saver = Saver::Create(g);
+  CO_ASSERT_OK(saver.status());
+  g.Finalize();
+  Session trained(g, testing::TestRuntime());
+  auto restored = co_await (*saver)->RestoreLatest(trained, dir / "ckpt");
+  CO_ASSERT_OK(restored.status());
+
+  const Tensor rows = PixelRows(50);
+  RunArgs want_args{.fetches = {probabilities, model->predictions},
+                    .feeds = {{x, rows}}};
+  auto want = co_await trained.Run(want_args, asio::use_awaitable);
+  CO_ASSERT_OK(want.status());
+  RunArgs got_args{.fetches = {sig->outputs.at("probabilities").tensor,
+                               sig->outputs.at("classes").tensor},
+                   .feeds = {{sig->inputs.at("x").tensor, rows}}};
+  auto got = co_await (*loaded)->session->Run(got_args, asio::use_awaitable);
+  CO_ASSERT_OK(got.status());
+  EXPECT_EQ((*want)[0].DebugString(1000), (*got)[0].DebugString(1000));
+  EXPECT_EQ((*want)[1].DebugString(1000), (*got)[1].DebugString(1000));
+
+  // A rerun resumes, runs one step (as TensorFlow's StopAtStepHook does
+  // past its last step) and would export version 41: a version that
+  // exists is left as it is, and said so.
+  fs::create_directories(dir / "export/41");
+  Finished rerun = RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
+                             "--export_dir=" + (dir / "export"),
+                             "--max_steps=40"});
+  EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
+  EXPECT_NE(rerun.output.find("not exported: version 41 already exists"),
+            std::string::npos)
+      << rerun.output;
+  EXPECT_TRUE(fs::is_empty(dir / "export/41"));
 }
 
 }  // namespace
