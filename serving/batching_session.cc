@@ -1,0 +1,548 @@
+#include "cosession/serving/batching_session.h"
+
+#include <algorithm>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace cosession {
+namespace detail {
+namespace {
+
+namespace asio = boost::asio;
+using SteadyClock = std::chrono::steady_clock;
+using Result = BatchingSession::Result;
+
+// The least time a batch keeps in hand for its run when it closes early
+// for a request's deadline.
+constexpr std::chrono::nanoseconds kMinRunReserve = std::chrono::milliseconds(1);
+
+struct RunningBatch;
+
+// One caller's request. Touched only on the batcher's strand once it was
+// posted there.
+struct Request {
+  std::vector<Tensor> inputs;  // in the order of the signature's inputs
+  int64_t rows = 0;
+  SteadyClock::time_point enqueued;
+  std::optional<SteadyClock::time_point> deadline;
+  absl::AnyInvocable<void(Result)> done;
+  bool finished = false;
+  bool in_queue = false;
+  std::shared_ptr<RunningBatch> batch;  // set while its batch runs
+  std::optional<asio::steady_timer> deadline_timer;
+};
+
+struct RunningBatch {
+  std::vector<std::shared_ptr<Request>> members;
+  int live = 0;  // members not yet finished
+  asio::cancellation_signal cancel;
+};
+
+// Rows [begin, begin + rows) of `t` (dimension 0), copied.
+Tensor SliceRows(const Tensor& t, int64_t begin, int64_t rows) {
+  TensorShape shape = t.shape();
+  const size_t row_bytes = t.TotalBytes() / static_cast<size_t>(shape.dim_size(0));
+  shape.set_dim(0, rows);
+  Tensor out = Tensor::Allocate(t.dtype(), shape);
+  if (rows > 0 && row_bytes > 0) {
+    std::memcpy(out.raw_data(),
+                static_cast<const char*>(t.raw_data()) + begin * row_bytes,
+                static_cast<size_t>(rows) * row_bytes);
+  }
+  return out;
+}
+
+// The same row shape (every dimension but the first).
+bool SameRowShape(const Tensor& a, const Tensor& b) {
+  if (a.shape().dims() != b.shape().dims()) return false;
+  for (int i = 1; i < a.shape().dims(); ++i) {
+    if (a.shape().dim_size(i) != b.shape().dim_size(i)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+struct BatchingState : std::enable_shared_from_this<BatchingState> {
+  BatchingState(Session& s, Signature sig, BatchingOptions o)
+      : session(s),
+        signature(std::move(sig)),
+        options(std::move(o)),
+        capacity_rows(options.max_enqueued_batches * options.max_batch_size),
+        strand(asio::make_strand(s.runtime().executor())),
+        close_timer(strand) {
+    for (const auto& [name, t] : signature.inputs) {
+      input_names.push_back(name);
+      input_tensors.push_back(t.tensor);
+    }
+    for (const auto& [name, t] : signature.outputs) {
+      output_names.push_back(name);
+      output_tensors.push_back(t.tensor);
+    }
+  }
+
+  absl::Status Validate(const NamedTensors& inputs, int64_t& rows) const;
+  void Enqueue(std::shared_ptr<Request> request);
+  void Finish(Request& request, Result result);
+  void Schedule();
+  void RunBatch(std::vector<std::shared_ptr<Request>> members, int64_t rows);
+  void BatchDone(const std::shared_ptr<RunningBatch>& batch, int64_t padded,
+                 SteadyClock::time_point started, Session::RunResult result);
+  void ArmCloseTimer(SteadyClock::time_point at);
+  void Shutdown();
+  void PublishQueue();
+
+  Session& session;
+  const Signature signature;
+  const BatchingOptions options;
+  const int64_t capacity_rows;
+  std::vector<std::string> input_names, output_names;
+  std::vector<Output> input_tensors, output_tensors;
+  asio::strand<Runtime::executor_type> strand;
+
+  // On the strand.
+  asio::steady_timer close_timer;
+  std::optional<SteadyClock::time_point> close_timer_at;
+  std::deque<std::shared_ptr<Request>> queue;
+  int64_t queued_rows = 0;
+  int running = 0;
+  bool shut_down = false;
+  // A moving average of the batches' run times.
+  std::chrono::nanoseconds run_estimate{0};
+
+  mutable std::mutex stats_mu;
+  BatchingStats stats ABSL_GUARDED_BY(stats_mu);
+};
+
+absl::Status BatchingState::Validate(const NamedTensors& inputs,
+                                     int64_t& rows) const {
+  auto invalid = [](auto... what) {
+    return absl::InvalidArgumentError(absl::StrCat(what...));
+  };
+  for (const auto& [name, tensor] : inputs) {
+    if (!signature.inputs.contains(name)) {
+      return invalid("unknown input '", name, "' (the signature's inputs: ",
+                     absl::StrJoin(input_names, ", "), ")");
+    }
+  }
+  rows = -1;
+  std::string first;
+  for (const auto& [name, spec] : signature.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return invalid("missing input '", name, "'");
+    const Tensor& t = it->second;
+    if (t.dtype() != spec.dtype) {
+      return invalid("input '", name, "' has dtype ", DTypeName(t.dtype()),
+                     "; the signature wants ", DTypeName(spec.dtype));
+    }
+    if (t.shape().dims() < 1 || !spec.shape.IsCompatibleWith(t.shape())) {
+      return invalid("input '", name, "' has shape ", t.shape().DebugString(),
+                     "; the signature wants ", spec.shape.DebugString(),
+                     " (rows along the first dimension)");
+    }
+    const int64_t n = t.shape().dim_size(0);
+    if (rows >= 0 && n != rows) {
+      return invalid("input '", name, "' has ", n, " rows but input '", first,
+                     "' has ", rows, "; every input needs the same number");
+    }
+    rows = n;
+    first = name;
+  }
+  if (rows < 1) return invalid("input '", first, "' has no rows");
+  if (rows > options.max_batch_size) {
+    return invalid("input '", first, "' has ", rows,
+                   " rows, more than max_batch_size ", options.max_batch_size);
+  }
+  return absl::OkStatus();
+}
+
+void BatchingState::PublishQueue() {
+  std::lock_guard lock(stats_mu);
+  stats.queued_requests = static_cast<int64_t>(queue.size());
+  stats.queued_rows = queued_rows;
+  stats.running_batches = running;
+}
+
+void BatchingState::Enqueue(std::shared_ptr<Request> request) {
+  if (request->finished) return;  // cancelled before it got here
+  if (shut_down) {
+    Finish(*request, absl::CancelledError("the batching session was closed"));
+    return;
+  }
+  const SteadyClock::time_point now = SteadyClock::now();
+  if (request->deadline && *request->deadline <= now) {
+    Finish(*request, absl::DeadlineExceededError(
+                         "the request's deadline passed before it was queued"));
+    return;
+  }
+  if (queued_rows + request->rows > capacity_rows) {
+    Finish(*request,
+           absl::UnavailableError(absl::StrCat(
+               "the batching queue is full (", queued_rows,
+               " rows queued; it holds max_enqueued_batches * max_batch_size "
+               "= ",
+               capacity_rows, ")")));
+    return;
+  }
+  {
+    std::lock_guard lock(stats_mu);
+    ++stats.requests;
+  }
+  request->in_queue = true;
+  queued_rows += request->rows;
+  if (request->deadline) {
+    request->deadline_timer.emplace(strand, *request->deadline);
+    request->deadline_timer->async_wait(
+        [self = shared_from_this(),
+         weak = std::weak_ptr<Request>(request)](boost::system::error_code ec) {
+          if (ec) return;
+          if (std::shared_ptr<Request> r = weak.lock()) {
+            self->Finish(*r, absl::DeadlineExceededError(
+                                 "the request's deadline passed while it was "
+                                 "queued or its batch ran"));
+          }
+        });
+  }
+  queue.push_back(std::move(request));
+  Schedule();
+}
+
+void BatchingState::Finish(Request& request, Result result) {
+  if (request.finished) return;
+  request.finished = true;
+  if (request.deadline_timer) request.deadline_timer->cancel();
+  if (request.in_queue) {
+    request.in_queue = false;
+    queued_rows -= request.rows;
+    auto it = std::find_if(queue.begin(), queue.end(),
+                           [&](const auto& r) { return r.get() == &request; });
+    if (it != queue.end()) queue.erase(it);
+  }
+  if (std::shared_ptr<RunningBatch> batch = std::move(request.batch)) {
+    // Nobody waits for this batch any more: stop its run.
+    if (--batch->live == 0) batch->cancel.emit(asio::cancellation_type::all);
+  }
+  if (!result.ok()) {
+    std::lock_guard lock(stats_mu);
+    switch (result.status().code()) {
+      case absl::StatusCode::kCancelled:
+        ++stats.cancelled;
+        break;
+      case absl::StatusCode::kDeadlineExceeded:
+        ++stats.deadline_exceeded;
+        break;
+      case absl::StatusCode::kUnavailable:
+        ++stats.rejected_full;
+        break;
+      default:
+        break;
+    }
+  }
+  PublishQueue();
+  auto done = std::move(request.done);
+  done(std::move(result));
+}
+
+void BatchingState::ArmCloseTimer(SteadyClock::time_point at) {
+  if (close_timer_at == at) return;
+  close_timer_at = at;
+  close_timer.expires_at(at);
+  close_timer.async_wait(
+      [self = shared_from_this(), at](boost::system::error_code ec) {
+        if (ec) return;  // re-armed or cancelled
+        if (self->close_timer_at == at) self->close_timer_at.reset();
+        self->Schedule();
+      });
+}
+
+void BatchingState::Shutdown() {
+  shut_down = true;
+  close_timer.cancel();
+  close_timer_at.reset();
+  while (!queue.empty()) {
+    std::shared_ptr<Request> request = queue.front();
+    Finish(*request, absl::CancelledError("the batching session was closed"));
+  }
+}
+
+void BatchingState::Schedule() {
+  while (running < options.num_batch_threads && !queue.empty()) {
+    const SteadyClock::time_point now = SteadyClock::now();
+    const std::chrono::nanoseconds reserve =
+        std::max(2 * run_estimate, kMinRunReserve);
+    const Request& head = *queue.front();
+    SteadyClock::time_point close = head.enqueued + options.batch_timeout;
+    int64_t rows = 0;
+    size_t count = 0;
+    bool full = false;
+    for (const std::shared_ptr<Request>& r : queue) {
+      bool fits = rows + r->rows <= options.max_batch_size;
+      for (size_t i = 0; fits && i < r->inputs.size(); ++i) {
+        fits = SameRowShape(r->inputs[i], head.inputs[i]);
+      }
+      if (!fits) {
+        full = true;
+        break;
+      }
+      rows += r->rows;
+      ++count;
+      if (r->deadline) close = std::min(close, *r->deadline - reserve);
+      if (rows == options.max_batch_size) {
+        full = true;
+        break;
+      }
+    }
+    if (!full && now < close) {
+      ArmCloseTimer(close);
+      break;
+    }
+    std::vector<std::shared_ptr<Request>> members(queue.begin(),
+                                                  queue.begin() + count);
+    queue.erase(queue.begin(), queue.begin() + count);
+    queued_rows -= rows;
+    for (const auto& m : members) m->in_queue = false;
+    RunBatch(std::move(members), rows);
+  }
+  if (queue.empty() && close_timer_at) {
+    // Nothing to close: the timer's wait would only hold this state.
+    close_timer.cancel();
+    close_timer_at.reset();
+  }
+  PublishQueue();
+}
+
+void BatchingState::RunBatch(std::vector<std::shared_ptr<Request>> members,
+                             int64_t rows) {
+  int64_t padded = rows;
+  for (int64_t size : options.allowed_batch_sizes) {
+    if (size >= rows) {
+      padded = size;
+      break;
+    }
+  }
+  const SteadyClock::time_point started = SteadyClock::now();
+  {
+    std::lock_guard lock(stats_mu);
+    ++stats.batches;
+    ++stats.batch_sizes[padded];
+    stats.padding_rows += padded - rows;
+    for (const auto& m : members) {
+      const auto delay = started - m->enqueued;
+      stats.total_queue_delay += delay;
+      stats.max_queue_delay = std::max<std::chrono::nanoseconds>(
+          stats.max_queue_delay, delay);
+      ++stats.batched_requests;
+    }
+  }
+  RunArgs args;
+  args.fetches = output_tensors;
+  for (size_t i = 0; i < input_tensors.size(); ++i) {
+    if (members.size() == 1 && padded == rows) {
+      args.feeds.emplace_back(input_tensors[i], members[0]->inputs[i]);
+      continue;
+    }
+    const Tensor& first = members[0]->inputs[i];
+    TensorShape shape = first.shape();
+    shape.set_dim(0, padded);
+    Tensor batch = Tensor::Allocate(first.dtype(), shape);
+    char* out = static_cast<char*>(batch.raw_data());
+    size_t row_bytes = 0;
+    for (const auto& m : members) {
+      const Tensor& t = m->inputs[i];
+      std::memcpy(out, t.raw_data(), t.TotalBytes());
+      out += t.TotalBytes();
+      row_bytes = t.TotalBytes() / static_cast<size_t>(m->rows);
+    }
+    // Padding: the last row again, valid data for any op.
+    for (int64_t r = rows; r < padded; ++r) {
+      std::memcpy(out, out - row_bytes, row_bytes);
+      out += row_bytes;
+    }
+    args.feeds.emplace_back(input_tensors[i], std::move(batch));
+  }
+  auto batch = std::make_shared<RunningBatch>();
+  batch->live = static_cast<int>(members.size());
+  for (const auto& m : members) m->batch = batch;
+  batch->members = std::move(members);
+  ++running;
+  auto slot = batch->cancel.slot();
+  session.Run(
+      std::move(args),
+      asio::bind_cancellation_slot(
+          slot, asio::bind_executor(
+                    strand, [self = shared_from_this(), batch, padded,
+                             started](Session::RunResult result) {
+                      self->BatchDone(batch, padded, started,
+                                      std::move(result));
+                    })));
+}
+
+void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
+                              int64_t padded, SteadyClock::time_point started,
+                              Session::RunResult result) {
+  --running;
+  const auto took = SteadyClock::now() - started;
+  run_estimate = run_estimate.count() == 0 ? took : (3 * run_estimate + took) / 4;
+  // Outputs must have one row per input row to be split.
+  absl::Status split_error;
+  if (result.ok()) {
+    for (size_t j = 0; j < result->size(); ++j) {
+      const Tensor& t = (*result)[j];
+      if (t.shape().dims() < 1 || t.shape().dim_size(0) != padded) {
+        split_error = absl::InvalidArgumentError(absl::StrCat(
+            "output '", output_names[j], "' has shape ",
+            t.shape().DebugString(), " for a batch of ", padded,
+            " rows; a batched output needs one row per input row"));
+        break;
+      }
+    }
+  }
+  const bool whole = batch->members.size() == 1 &&
+                     batch->members[0]->rows == padded;
+  int64_t offset = 0;
+  for (const std::shared_ptr<Request>& m : batch->members) {
+    const int64_t begin = offset;
+    offset += m->rows;
+    if (m->finished) continue;
+    m->batch.reset();
+    if (!result.ok()) {
+      Finish(*m, result.status());
+    } else if (!split_error.ok()) {
+      Finish(*m, split_error);
+    } else {
+      NamedTensors outputs;
+      for (size_t j = 0; j < result->size(); ++j) {
+        outputs.emplace(output_names[j], whole ? (*result)[j]
+                                               : SliceRows((*result)[j], begin,
+                                                           m->rows));
+      }
+      Finish(*m, std::move(outputs));
+    }
+  }
+  Schedule();
+}
+
+}  // namespace detail
+
+absl::StatusOr<std::unique_ptr<BatchingSession>> BatchingSession::Create(
+    Session& session, Signature signature, BatchingOptions options) {
+  auto invalid = [](auto... what) {
+    return absl::InvalidArgumentError(absl::StrCat("BatchingSession: ", what...));
+  };
+  if (options.max_batch_size < 1) {
+    return invalid("max_batch_size must be >= 1, got ", options.max_batch_size);
+  }
+  if (options.batch_timeout.count() < 0) {
+    return invalid("batch_timeout must be >= 0, got ",
+                   options.batch_timeout.count(), " us");
+  }
+  if (options.max_enqueued_batches < 1) {
+    return invalid("max_enqueued_batches must be >= 1, got ",
+                   options.max_enqueued_batches);
+  }
+  if (options.num_batch_threads < 1) {
+    return invalid("num_batch_threads must be >= 1, got ",
+                   options.num_batch_threads);
+  }
+  const auto& sizes = options.allowed_batch_sizes;
+  if (!sizes.empty()) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] < 1 || (i > 0 && sizes[i] <= sizes[i - 1])) {
+        return invalid("allowed_batch_sizes must be ascending sizes >= 1, got ",
+                       absl::StrJoin(sizes, ","));
+      }
+    }
+    if (sizes.back() != options.max_batch_size) {
+      return invalid("the last of allowed_batch_sizes (", sizes.back(),
+                     ") must equal max_batch_size (", options.max_batch_size,
+                     ")");
+    }
+  }
+  if (signature.inputs.empty() || signature.outputs.empty()) {
+    return invalid("the signature needs inputs and outputs");
+  }
+  return std::unique_ptr<BatchingSession>(
+      new BatchingSession(std::make_shared<detail::BatchingState>(
+          session, std::move(signature), std::move(options))));
+}
+
+BatchingSession::BatchingSession(std::shared_ptr<detail::BatchingState> state)
+    : state_(std::move(state)) {}
+
+BatchingSession::~BatchingSession() {
+  boost::asio::post(state_->strand, [state = state_] { state->Shutdown(); });
+}
+
+const Signature& BatchingSession::signature() const {
+  return state_->signature;
+}
+
+const BatchingOptions& BatchingSession::options() const {
+  return state_->options;
+}
+
+BatchingStats BatchingSession::stats() const {
+  std::lock_guard lock(state_->stats_mu);
+  return state_->stats;
+}
+
+void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
+                            NamedTensors inputs, const RunOptions& options,
+                            boost::asio::cancellation_slot slot,
+                            absl::AnyInvocable<void(Result)> done) {
+  namespace asio = boost::asio;
+  int64_t rows = 0;
+  if (absl::Status invalid = state->Validate(inputs, rows); !invalid.ok()) {
+    {
+      std::lock_guard lock(state->stats_mu);
+      ++state->stats.rejected_invalid;
+    }
+    done(std::move(invalid));  // posts: never inline in Run
+    return;
+  }
+  auto request = std::make_shared<detail::Request>();
+  request->inputs.reserve(inputs.size());
+  for (auto& [name, tensor] : inputs) {
+    request->inputs.push_back(std::move(tensor));  // the signature's order
+  }
+  request->rows = rows;
+  request->enqueued = std::chrono::steady_clock::now();
+  if (options.timeout) {
+    request->deadline =
+        request->enqueued +
+        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            *options.timeout);
+  }
+  request->done = std::move(done);
+  if (slot.is_connected()) {
+    slot.assign([weak_state = std::weak_ptr<detail::BatchingState>(state),
+                 weak = std::weak_ptr<detail::Request>(request)](
+                    asio::cancellation_type) {
+      std::shared_ptr<detail::BatchingState> s = weak_state.lock();
+      if (s == nullptr) return;
+      asio::post(s->strand, [s, weak] {
+        if (std::shared_ptr<detail::Request> r = weak.lock()) {
+          s->Finish(*r, absl::CancelledError(
+                            "the request was cancelled by its caller"));
+        }
+      });
+    });
+  }
+  asio::post(state->strand, [state, request = std::move(request)]() mutable {
+    state->Enqueue(std::move(request));
+  });
+}
+
+}  // namespace cosession
