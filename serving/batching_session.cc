@@ -1,6 +1,7 @@
 #include "cosession/serving/batching_session.h"
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -11,6 +12,7 @@
 #include <deque>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
@@ -26,7 +28,8 @@ using Result = BatchingSession::Result;
 
 // The least time a batch keeps in hand for its run when it closes early
 // for a request's deadline.
-constexpr std::chrono::nanoseconds kMinRunReserve = std::chrono::milliseconds(1);
+constexpr std::chrono::nanoseconds kMinRunReserve =
+    std::chrono::milliseconds(1);
 
 struct RunningBatch;
 
@@ -40,6 +43,9 @@ struct Request {
   absl::AnyInvocable<void(Result)> done;
   bool finished = false;
   bool in_queue = false;
+  // Its rows count against the queue's capacity (from Start until it
+  // leaves the queue).
+  bool holds_rows = true;
   std::shared_ptr<RunningBatch> batch;  // set while its batch runs
   std::optional<asio::steady_timer> deadline_timer;
 };
@@ -53,7 +59,8 @@ struct RunningBatch {
 // Rows [begin, begin + rows) of `t` (dimension 0), copied.
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t rows) {
   TensorShape shape = t.shape();
-  const size_t row_bytes = t.TotalBytes() / static_cast<size_t>(shape.dim_size(0));
+  const size_t row_bytes =
+      t.TotalBytes() / static_cast<size_t>(shape.dim_size(0));
   shape.set_dim(0, rows);
   Tensor out = Tensor::Allocate(t.dtype(), shape);
   if (rows > 0 && row_bytes > 0) {
@@ -94,7 +101,11 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   }
 
   absl::Status Validate(const NamedTensors& inputs, int64_t& rows) const;
+  absl::Status ReserveRows(int64_t rows);
+  void Admit(std::shared_ptr<Request> request);
+  void DrainInbox();
   void Enqueue(std::shared_ptr<Request> request);
+  void ReleaseRows(Request& request);
   void Finish(Request& request, Result result);
   void Schedule();
   void RunBatch(std::vector<std::shared_ptr<Request>> members, int64_t rows);
@@ -111,6 +122,16 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   std::vector<std::string> input_names, output_names;
   std::vector<Output> input_tensors, output_tensors;
   asio::strand<Runtime::executor_type> strand;
+
+  // Rows admitted and not yet in a batch (or finished): checked when a
+  // request arrives, so that a full queue answers at once.
+  std::atomic<int64_t> admitted_rows{0};
+  // Requests admitted, waiting to be moved into the queue by the strand.
+  // One drain is posted per burst of arrivals, not one per request: a
+  // post wakes a pool thread, which costs more than a request's own work.
+  std::mutex inbox_mu;
+  std::vector<std::shared_ptr<Request>> inbox ABSL_GUARDED_BY(inbox_mu);
+  bool drain_posted ABSL_GUARDED_BY(inbox_mu) = false;
 
   // On the strand.
   asio::steady_timer close_timer;
@@ -171,12 +192,65 @@ absl::Status BatchingState::Validate(const NamedTensors& inputs,
 void BatchingState::PublishQueue() {
   std::lock_guard lock(stats_mu);
   stats.queued_requests = static_cast<int64_t>(queue.size());
-  stats.queued_rows = queued_rows;
   stats.running_batches = running;
 }
 
+void BatchingState::ReleaseRows(Request& request) {
+  if (!request.holds_rows) return;
+  request.holds_rows = false;
+  admitted_rows.fetch_sub(request.rows, std::memory_order_relaxed);
+}
+
+// Any thread: counts `rows` against the capacity, or returns the
+// Unavailable answer of a full queue.
+absl::Status BatchingState::ReserveRows(int64_t rows) {
+  int64_t admitted = admitted_rows.load(std::memory_order_relaxed);
+  do {
+    if (admitted + rows > capacity_rows) {
+      {
+        std::lock_guard lock(stats_mu);
+        ++stats.rejected_full;
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "the batching queue is full (", admitted,
+          " rows queued; it holds max_enqueued_batches * max_batch_size = ",
+          capacity_rows, ")"));
+    }
+  } while (!admitted_rows.compare_exchange_weak(admitted, admitted + rows,
+                                                std::memory_order_relaxed));
+  return absl::OkStatus();
+}
+
+// Any thread: a request whose rows were reserved, into the inbox.
+void BatchingState::Admit(std::shared_ptr<Request> request) {
+  bool post = false;
+  {
+    std::lock_guard lock(inbox_mu);
+    inbox.push_back(std::move(request));
+    post = !std::exchange(drain_posted, true);
+  }
+  if (post) {
+    asio::post(strand, [self = shared_from_this()] { self->DrainInbox(); });
+  }
+}
+
+void BatchingState::DrainInbox() {
+  std::vector<std::shared_ptr<Request>> arrived;
+  {
+    std::lock_guard lock(inbox_mu);
+    arrived.swap(inbox);
+    drain_posted = false;
+  }
+  for (std::shared_ptr<Request>& request : arrived) Enqueue(std::move(request));
+  Schedule();
+}
+
+// On the strand; the caller schedules.
 void BatchingState::Enqueue(std::shared_ptr<Request> request) {
-  if (request->finished) return;  // cancelled before it got here
+  if (request->finished) {  // cancelled before it got here
+    ReleaseRows(*request);
+    return;
+  }
   if (shut_down) {
     Finish(*request, absl::CancelledError("the batching session was closed"));
     return;
@@ -185,15 +259,6 @@ void BatchingState::Enqueue(std::shared_ptr<Request> request) {
   if (request->deadline && *request->deadline <= now) {
     Finish(*request, absl::DeadlineExceededError(
                          "the request's deadline passed before it was queued"));
-    return;
-  }
-  if (queued_rows + request->rows > capacity_rows) {
-    Finish(*request,
-           absl::UnavailableError(absl::StrCat(
-               "the batching queue is full (", queued_rows,
-               " rows queued; it holds max_enqueued_batches * max_batch_size "
-               "= ",
-               capacity_rows, ")")));
     return;
   }
   {
@@ -216,12 +281,12 @@ void BatchingState::Enqueue(std::shared_ptr<Request> request) {
         });
   }
   queue.push_back(std::move(request));
-  Schedule();
 }
 
 void BatchingState::Finish(Request& request, Result result) {
   if (request.finished) return;
   request.finished = true;
+  ReleaseRows(request);
   if (request.deadline_timer) request.deadline_timer->cancel();
   if (request.in_queue) {
     request.in_queue = false;
@@ -242,9 +307,6 @@ void BatchingState::Finish(Request& request, Result result) {
         break;
       case absl::StatusCode::kDeadlineExceeded:
         ++stats.deadline_exceeded;
-        break;
-      case absl::StatusCode::kUnavailable:
-        ++stats.rejected_full;
         break;
       default:
         break;
@@ -312,7 +374,10 @@ void BatchingState::Schedule() {
                                                   queue.begin() + count);
     queue.erase(queue.begin(), queue.begin() + count);
     queued_rows -= rows;
-    for (const auto& m : members) m->in_queue = false;
+    for (const auto& m : members) {
+      m->in_queue = false;
+      ReleaseRows(*m);
+    }
     RunBatch(std::move(members), rows);
   }
   if (queue.empty() && close_timer_at) {
@@ -341,8 +406,8 @@ void BatchingState::RunBatch(std::vector<std::shared_ptr<Request>> members,
     for (const auto& m : members) {
       const auto delay = started - m->enqueued;
       stats.total_queue_delay += delay;
-      stats.max_queue_delay = std::max<std::chrono::nanoseconds>(
-          stats.max_queue_delay, delay);
+      stats.max_queue_delay =
+          std::max<std::chrono::nanoseconds>(stats.max_queue_delay, delay);
       ++stats.batched_requests;
     }
   }
@@ -381,12 +446,11 @@ void BatchingState::RunBatch(std::vector<std::shared_ptr<Request>> members,
   session.Run(
       std::move(args),
       asio::bind_cancellation_slot(
-          slot, asio::bind_executor(
-                    strand, [self = shared_from_this(), batch, padded,
-                             started](Session::RunResult result) {
-                      self->BatchDone(batch, padded, started,
-                                      std::move(result));
-                    })));
+          slot,
+          asio::bind_executor(strand, [self = shared_from_this(), batch, padded,
+                                       started](Session::RunResult result) {
+            self->BatchDone(batch, padded, started, std::move(result));
+          })));
 }
 
 void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
@@ -394,7 +458,8 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
                               Session::RunResult result) {
   --running;
   const auto took = SteadyClock::now() - started;
-  run_estimate = run_estimate.count() == 0 ? took : (3 * run_estimate + took) / 4;
+  run_estimate =
+      run_estimate.count() == 0 ? took : (3 * run_estimate + took) / 4;
   // Outputs must have one row per input row to be split.
   absl::Status split_error;
   if (result.ok()) {
@@ -409,8 +474,8 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
       }
     }
   }
-  const bool whole = batch->members.size() == 1 &&
-                     batch->members[0]->rows == padded;
+  const bool whole =
+      batch->members.size() == 1 && batch->members[0]->rows == padded;
   int64_t offset = 0;
   for (const std::shared_ptr<Request>& m : batch->members) {
     const int64_t begin = offset;
@@ -424,9 +489,9 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
     } else {
       NamedTensors outputs;
       for (size_t j = 0; j < result->size(); ++j) {
-        outputs.emplace(output_names[j], whole ? (*result)[j]
-                                               : SliceRows((*result)[j], begin,
-                                                           m->rows));
+        outputs.emplace(
+            output_names[j],
+            whole ? (*result)[j] : SliceRows((*result)[j], begin, m->rows));
       }
       Finish(*m, std::move(outputs));
     }
@@ -439,7 +504,8 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
 absl::StatusOr<std::unique_ptr<BatchingSession>> BatchingSession::Create(
     Session& session, Signature signature, BatchingOptions options) {
   auto invalid = [](auto... what) {
-    return absl::InvalidArgumentError(absl::StrCat("BatchingSession: ", what...));
+    return absl::InvalidArgumentError(
+        absl::StrCat("BatchingSession: ", what...));
   };
   if (options.max_batch_size < 1) {
     return invalid("max_batch_size must be >= 1, got ", options.max_batch_size);
@@ -494,8 +560,14 @@ const BatchingOptions& BatchingSession::options() const {
 }
 
 BatchingStats BatchingSession::stats() const {
-  std::lock_guard lock(state_->stats_mu);
-  return state_->stats;
+  BatchingStats stats;
+  {
+    std::lock_guard lock(state_->stats_mu);
+    stats = state_->stats;
+  }
+  // Rows count from their arrival, before the strand moves them in.
+  stats.queued_rows = state_->admitted_rows.load(std::memory_order_relaxed);
+  return stats;
 }
 
 void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
@@ -510,6 +582,10 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
       ++state->stats.rejected_invalid;
     }
     done(std::move(invalid));  // posts: never inline in Run
+    return;
+  }
+  if (absl::Status full = state->ReserveRows(rows); !full.ok()) {
+    done(std::move(full));  // at once, without queueing
     return;
   }
   auto request = std::make_shared<detail::Request>();
@@ -540,9 +616,7 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
       });
     });
   }
-  asio::post(state->strand, [state, request = std::move(request)]() mutable {
-    state->Enqueue(std::move(request));
-  });
+  state->Admit(std::move(request));
 }
 
 }  // namespace cosession

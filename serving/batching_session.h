@@ -87,9 +87,9 @@ struct BatchingOptions {
 
 // Kept since the batcher was created; a snapshot.
 struct BatchingStats {
-  int64_t requests = 0;           // accepted into the queue
-  int64_t rejected_full = 0;      // Unavailable: the queue was full
-  int64_t rejected_invalid = 0;   // InvalidArgument
+  int64_t requests = 0;          // accepted into the queue
+  int64_t rejected_full = 0;     // Unavailable: the queue was full
+  int64_t rejected_invalid = 0;  // InvalidArgument
   int64_t cancelled = 0;
   int64_t deadline_exceeded = 0;
   int64_t batches = 0;
@@ -99,10 +99,10 @@ struct BatchingStats {
   // Time from enqueue to the start of the request's batch.
   std::chrono::nanoseconds total_queue_delay{0};
   std::chrono::nanoseconds max_queue_delay{0};
-  int64_t batched_requests = 0;   // requests that started in a batch
+  int64_t batched_requests = 0;  // requests that started in a batch
   // Now.
   int64_t queued_requests = 0;
-  int64_t queued_rows = 0;
+  int64_t queued_rows = 0;  // counted from Run, so it includes arrivals
   int64_t running_batches = 0;
 };
 

@@ -174,9 +174,9 @@ std::optional<TensorShape> ShapeFromJson(const Json& value,
   return shape;
 }
 
-absl::StatusOr<Tensor> TensorFromJson(const Json& value,
-                                      const std::function<absl::Status(
-                                          absl::string_view)>& corrupt) {
+absl::StatusOr<Tensor> TensorFromJson(
+    const Json& value,
+    const std::function<absl::Status(absl::string_view)>& corrupt) {
   if (!value.is_object() || value.size() != 3 || !value.contains("dtype") ||
       !value.contains("shape") || !value.contains("data")) {
     return corrupt("a tensor needs exactly \"dtype\", \"shape\" and \"data\"");
@@ -185,7 +185,8 @@ absl::StatusOr<Tensor> TensorFromJson(const Json& value,
   if (!dtype) return corrupt("the tensor's dtype is unknown");
   std::optional<TensorShape> shape = ShapeFromJson(value["shape"], true);
   if (!shape) return corrupt("the tensor's shape is not a list of sizes >= 0");
-  if (!value["data"].is_string()) return corrupt("the tensor's data is not a string");
+  if (!value["data"].is_string())
+    return corrupt("the tensor's data is not a string");
   std::string bytes;
   if (!absl::Base64Unescape(value["data"].get_ref<const std::string&>(),
                             &bytes)) {
@@ -214,7 +215,8 @@ absl::StatusOr<Tensor> TensorFromJson(const Json& value,
     return corrupt("a bool tensor holds a byte other than 0 or 1");
   }
   Tensor tensor(*dtype, *std::move(shape));
-  if (!bytes.empty()) std::memcpy(tensor.raw_data(), bytes.data(), bytes.size());
+  if (!bytes.empty())
+    std::memcpy(tensor.raw_data(), bytes.data(), bytes.size());
   return tensor;
 }
 
@@ -270,9 +272,9 @@ absl::StatusOr<AttrValue> AttrFromJson(
     return AttrValue(std::move(t));
   }
   if (type == "node") {
-    const Node* target =
-        v.is_string() ? graph.FindNode(v.get_ref<const std::string&>())
-                      : nullptr;
+    const Node* target = v.is_string()
+                             ? graph.FindNode(v.get_ref<const std::string&>())
+                             : nullptr;
     if (target == nullptr) return corrupt("names no earlier node");
     return AttrValue(static_cast<int64_t>(target->id()));
   }
@@ -308,9 +310,8 @@ absl::Status AddNodeFromJson(const Json& json, size_t index,
   const std::string& op_type = op->get_ref<const std::string&>();
   if (OpRegistry::Global().Find(op_type) == nullptr) {
     return absl::NotFoundError(
-        absl::StrCat("graph in '", source, "': ", what,
-                     " has op type '", op_type,
-                     "', which is not registered in this process"));
+        absl::StrCat("graph in '", source, "': ", what, " has op type '",
+                     op_type, "', which is not registered in this process"));
   }
   if (graph.FindNode(node_name) != nullptr) {
     return corrupt(what, " is defined twice");
@@ -366,8 +367,8 @@ absl::Status AddNodeFromJson(const Json& json, size_t index,
   try {
     graph.AddNode(std::move(spec));
   } catch (const StatusError& e) {
-    return corrupt(what, " (", op_type, ") does not fit its op: ",
-                   e.status().message());
+    return corrupt(what, " (", op_type,
+                   ") does not fit its op: ", e.status().message());
   }
   return absl::OkStatus();
 }
@@ -381,29 +382,29 @@ absl::StatusOr<Json> GraphToJson(const Graph& graph,
   absl::flat_hash_map<Output, std::string> cut_names;
   for (const PlaceholderCut& cut : options.cuts) {
     if (!cut.tensor.valid()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot cut the graph at placeholder '", cut.placeholder_name,
-          "': the tensor is empty"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot cut the graph at placeholder '",
+                       cut.placeholder_name, "': the tensor is empty"));
     }
     const Node* taken = graph.FindNode(cut.placeholder_name);
     if (cut.placeholder_name.empty() ||
         (taken != nullptr && needed[taken->id()])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot cut the graph at '", cut.tensor.name(),
-          "': the placeholder name '", cut.placeholder_name,
-          "' is empty or taken by an op that is written"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot cut the graph at '", cut.tensor.name(),
+                       "': the placeholder name '", cut.placeholder_name,
+                       "' is empty or taken by an op that is written"));
     }
     TensorShape shape = cut.tensor.shape();
     if (cut.any_batch_size && shape.dims() > 0) shape.set_dim(0, kUnknownDim);
     cut_names[cut.tensor] = absl::StrCat(cut.placeholder_name, ":0");
-    nodes.push_back(
-        Json{{"name", cut.placeholder_name},
-             {"op", "Placeholder"},
-             {"inputs", Json::array()},
-             {"control_inputs", Json::array()},
-             {"attrs",
-              {{"dtype", {{"dtype", std::string(DTypeName(cut.tensor.dtype()))}}},
-               {"shape", {{"shape", ShapeToJson(shape)}}}}}});
+    nodes.push_back(Json{
+        {"name", cut.placeholder_name},
+        {"op", "Placeholder"},
+        {"inputs", Json::array()},
+        {"control_inputs", Json::array()},
+        {"attrs",
+         {{"dtype", {{"dtype", std::string(DTypeName(cut.tensor.dtype()))}}},
+          {"shape", {{"shape", ShapeToJson(shape)}}}}}});
   }
   for (int id = 0; id < graph.num_nodes(); ++id) {
     if (!needed[id]) continue;

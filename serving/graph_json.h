@@ -4,8 +4,8 @@
 //
 // The format (docs/saved_model.md documents it with an example):
 //   {"format": "cosession.graph", "format_version": 1,
-//    "seed": 42,                                   (only when the graph has one)
-//    "nodes": [{"name": "layer1/matmul", "op": "MatMul",
+//    "seed": 42,                                   (only when the graph has
+//    one) "nodes": [{"name": "layer1/matmul", "op": "MatMul",
 //               "inputs": ["x:0", "layer1/weights:0"],
 //               "control_inputs": [],
 //               "attrs": {"transpose_a": {"bool": false}, ...}}, ...],
@@ -68,11 +68,12 @@ absl::StatusOr<nlohmann::json> GraphToJson(const Graph& graph,
                                            const GraphJsonOptions& options);
 
 // Adds the ops of `json` to `graph` (which must not hold ops of the same
-// names) through the global op registry (as Graph::AddNode does). `source` (a file path) is named in every
-// error: NotFound for an op the registry does not know (naming the node and
-// the op type); DataLoss for anything malformed (naming the node and the
-// field or attr), including an op whose attrs or inputs its shape function
-// rejects. On error the graph may hold some of the ops.
+// names) through the global op registry (as Graph::AddNode does). `source` (a
+// file path) is named in every error: NotFound for an op the registry does not
+// know (naming the node and the op type); DataLoss for anything malformed
+// (naming the node and the field or attr), including an op whose attrs or
+// inputs its shape function rejects. On error the graph may hold some of the
+// ops.
 absl::Status GraphFromJson(const nlohmann::json& json, absl::string_view source,
                            Graph& graph);
 

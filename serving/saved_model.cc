@@ -43,8 +43,8 @@ Json ShapeJson(const TensorShape& shape) {
 
 // What an export writes, computed before any file is touched.
 struct ExportPlan {
-  Json model;                       // model.json
-  std::vector<Output> variables;    // to fetch, in file order
+  Json model;                     // model.json
+  std::vector<Output> variables;  // to fetch, in file order
   std::vector<std::string> variable_names;
 };
 
@@ -61,7 +61,8 @@ std::string FreeName(const Graph& graph, const std::string& wanted,
 absl::StatusOr<ExportPlan> PlanExport(
     const Graph& graph, const std::map<std::string, ExportSignature>& sigs) {
   auto invalid = [](auto... what) {
-    return absl::InvalidArgumentError(absl::StrCat("ExportSavedModel: ", what...));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ExportSavedModel: ", what...));
   };
   if (sigs.empty()) return invalid("no signature to export");
   GraphJsonOptions options;
@@ -158,18 +159,17 @@ absl::StatusOr<std::string> WriteVersion(ExportPlan plan,
   }
   const std::string final_dir = JoinPath(export_dir, absl::StrCat(version));
   if (fs::exists(final_dir, error)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "version ", version, " already exists: '", final_dir,
-        "' (a version, once written, is never changed)"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("version ", version, " already exists: '", final_dir,
+                     "' (a version, once written, is never changed)"));
   }
   static std::atomic<int> counter{0};
   const std::string staging = JoinPath(
-      export_dir, absl::StrCat(".tmp-", version, "-", getpid(), "-",
-                               counter.fetch_add(1)));
+      export_dir,
+      absl::StrCat(".tmp-", version, "-", getpid(), "-", counter.fetch_add(1)));
   fs::create_directories(staging, error);
   if (error) {
-    return ErrorOf(error,
-                   absl::StrCat("cannot create '", staging, "'"));
+    return ErrorOf(error, absl::StrCat("cannot create '", staging, "'"));
   }
   auto written = [&]() -> absl::Status {
     plan.model["version"] = version;
@@ -181,8 +181,8 @@ absl::StatusOr<std::string> WriteVersion(ExportPlan plan,
     }
     COSESSION_ASSIGN_OR_RETURN(
         SafetensorsFile file,
-        BuildSafetensors(named, {{std::string(kGlobalStepKey),
-                                  absl::StrCat(version)}}));
+        BuildSafetensors(
+            named, {{std::string(kGlobalStepKey), absl::StrCat(version)}}));
     std::vector<absl::string_view> pieces{file.header};
     for (const Tensor& t : file.data) {
       if (t.TotalBytes() > 0) {
@@ -244,13 +244,13 @@ absl::StatusOr<std::map<std::string, SignatureTensor>> SignatureTensors(
                      entry["name"].get_ref<const std::string&>(),
                      "', which is not in the graph");
     }
-    if (entry.contains("dtype") && entry["dtype"] != std::string(DTypeName(tensor->dtype()))) {
+    if (entry.contains("dtype") &&
+        entry["dtype"] != std::string(DTypeName(tensor->dtype()))) {
       return corrupt(what, " says dtype ", entry["dtype"].dump(),
                      " but the graph's tensor is ", DTypeName(tensor->dtype()));
     }
-    tensors[key] = {.tensor = *tensor,
-                    .dtype = tensor->dtype(),
-                    .shape = tensor->shape()};
+    tensors[key] = {
+        .tensor = *tensor, .dtype = tensor->dtype(), .shape = tensor->shape()};
   }
   return tensors;
 }
@@ -270,7 +270,8 @@ absl::StatusOr<std::unique_ptr<SavedModel>> ReadModelFile(
   } catch (const Json::exception& e) {
     return corrupt("not valid JSON (truncated?): ", e.what());
   }
-  if (!model.is_object() || model.value("format", "") != std::string(kSavedModelFormat)) {
+  if (!model.is_object() ||
+      model.value("format", "") != std::string(kSavedModelFormat)) {
     return corrupt("\"format\" is not \"", kSavedModelFormat, "\"");
   }
   if (model.value("format_version", Json()) != kSavedModelFormatVersion) {

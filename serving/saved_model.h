@@ -74,8 +74,8 @@ struct Signature {
 
 struct SavedModel {
   int64_t version = 0;
-  std::string path{};  // the version's directory
-  std::unique_ptr<Graph> graph{};  // finalized
+  std::string path{};                  // the version's directory
+  std::unique_ptr<Graph> graph{};      // finalized
   std::unique_ptr<Session> session{};  // holds the restored variables
   std::map<std::string, Signature> signatures{};
 

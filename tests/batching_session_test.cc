@@ -43,10 +43,10 @@ struct Model {
     y = ops::Mul(g, x, ops::Const(g, 2.0f), "doubled");
     if (gated) y = ops::Mul(g, y, testing::TestWait(g, "gate"), "y");
     g.Finalize();
-    signature.inputs["x"] = {.tensor = x, .dtype = DType::kFloat,
-                             .shape = x.shape()};
-    signature.outputs["y"] = {.tensor = y, .dtype = DType::kFloat,
-                              .shape = y.shape()};
+    signature.inputs["x"] = {
+        .tensor = x, .dtype = DType::kFloat, .shape = x.shape()};
+    signature.outputs["y"] = {
+        .tensor = y, .dtype = DType::kFloat, .shape = y.shape()};
     session = std::make_unique<Session>(g, TestRuntime());
   }
   Graph g;
@@ -140,7 +140,8 @@ CO_TEST(BatchingSession, AFullBatchRunsAtOnceAndEachCallerGetsItsRows) {
   EXPECT_EQ(calls.off_thread, 0);
 }
 
-CO_TEST(BatchingSession, APartialBatchRunsWhenItsOldestRequestWaitedTheTimeout) {
+CO_TEST(BatchingSession,
+        APartialBatchRunsWhenItsOldestRequestWaitedTheTimeout) {
   Model m(false);
   auto batcher = MakeBatcher(m, {.max_batch_size = 8, .batch_timeout = 2ms});
   CO_ASSERT_TRUE(batcher != nullptr);
@@ -186,9 +187,9 @@ CO_TEST(BatchingSession, ABatchIsPaddedUpToTheNextAllowedSize) {
 CO_TEST(BatchingSession, AFullQueueAnswersUnavailableAtOnce) {
   TestEvents events;
   Model m(true);
-  auto batcher = MakeBatcher(m, {.max_batch_size = 2,
-                                 .batch_timeout = 0us,
-                                 .max_enqueued_batches = 1});
+  auto batcher = MakeBatcher(
+      m,
+      {.max_batch_size = 2, .batch_timeout = 0us, .max_enqueued_batches = 1});
   CO_ASSERT_TRUE(batcher != nullptr);
   Calls calls(3);
   calls.Submit(*batcher, 0, Rows(1, 0));
@@ -317,7 +318,8 @@ CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
   EXPECT_TRUE(calls.results[1].ok());
 }
 
-CO_TEST(BatchingSession, ABatchClosesEarlyRatherThanLetARequestMissItsDeadline) {
+CO_TEST(BatchingSession,
+        ABatchClosesEarlyRatherThanLetARequestMissItsDeadline) {
   Model m(false);
   auto batcher = MakeBatcher(m, {.max_batch_size = 8, .batch_timeout = 1h});
   CO_ASSERT_TRUE(batcher != nullptr);
@@ -345,22 +347,22 @@ CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {
                    "input 'x' has dtype int32"});
   cases.push_back({{{"x", Tensor(DType::kFloat, TensorShape{1, 3})}},
                    "input 'x' has shape [1,3]"});
-  cases.push_back({{{"x", Tensor::Scalar<float>(1)}}, "input 'x' has shape []"});
+  cases.push_back(
+      {{{"x", Tensor::Scalar<float>(1)}}, "input 'x' has shape []"});
   cases.push_back({{{"x", Tensor(DType::kFloat, TensorShape{0, 2})}},
                    "input 'x' has no rows"});
   cases.push_back({Rows(5, 0), "more than max_batch_size 4"});
   Calls calls(static_cast<int>(cases.size()));
   for (size_t i = 0; i < cases.size(); ++i) {
     bool returned = false;
-    batcher->Run(cases[i].inputs, {},
-                 asio::bind_executor(co_test::Io(), [&calls, &returned, i](
-                                                        Result r) {
-                   EXPECT_TRUE(returned) << "completed inside Run";
-                   calls.results[i] = std::move(r);
-                   ++calls.completions[i];
-                   calls.done.try_send(boost::system::error_code{},
-                                       static_cast<int>(i));
-                 }));
+    batcher->Run(
+        cases[i].inputs, {},
+        asio::bind_executor(co_test::Io(), [&calls, &returned, i](Result r) {
+          EXPECT_TRUE(returned) << "completed inside Run";
+          calls.results[i] = std::move(r);
+          ++calls.completions[i];
+          calls.done.try_send(boost::system::error_code{}, static_cast<int>(i));
+        }));
     returned = true;
     co_await calls.Expect(static_cast<int>(i));
     EXPECT_EQ(calls.results[i].status().code(),
@@ -431,9 +433,10 @@ CO_TEST(BatchingSession, EveryRequestCompletesExactlyOnceUnderAStorm) {
     if (fate == 1) {
       options.timeout = std::chrono::microseconds(random() % 2000);
     }
-    calls.Submit(*batcher, i, Rows(1 + static_cast<int>(random() % 3),
-                                   static_cast<float>(i)),
-                 options, hang_ups[i].slot());
+    calls.Submit(
+        *batcher, i,
+        Rows(1 + static_cast<int>(random() % 3), static_cast<float>(i)),
+        options, hang_ups[i].slot());
     if (fate == 2) {
       ++cancels;
       asio::co_spawn(co_test::Io(),
@@ -441,7 +444,8 @@ CO_TEST(BatchingSession, EveryRequestCompletesExactlyOnceUnderAStorm) {
                                  &cancels_done),
                      asio::detached);
     }
-    if (random() % 4 == 0) co_await asio::post(co_test::Io(), asio::use_awaitable);
+    if (random() % 4 == 0)
+      co_await asio::post(co_test::Io(), asio::use_awaitable);
   }
   for (int i = 0; i < kRequests; ++i) (void)co_await calls.Next();
   // The cancellers use `hang_ups`, which lives in this frame.
@@ -469,9 +473,9 @@ CO_TEST(BatchingSession, EveryRequestCompletesExactlyOnceUnderAStorm) {
   const BatchingStats stats = batcher->stats();
   EXPECT_EQ(stats.queued_requests, 0);
   EXPECT_EQ(stats.queued_rows, 0);
-  EXPECT_EQ(stats.cancelled + stats.deadline_exceeded + stats.rejected_full +
-                ok,
-            kRequests);
+  EXPECT_EQ(
+      stats.cancelled + stats.deadline_exceeded + stats.rejected_full + ok,
+      kRequests);
 }
 
 }  // namespace

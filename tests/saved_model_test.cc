@@ -53,20 +53,22 @@ const std::set<std::string>& HostObjectOps() {
 void BuildEveryOp(Graph& g) {
   g.set_seed(7);
   Output x = ops::Placeholder(g, DType::kFloat, TensorShape{2, 3}, "x");
-  Output any = ops::Placeholder(g, DType::kInt64, TensorShape::Unknown(), "any");
+  Output any =
+      ops::Placeholder(g, DType::kInt64, TensorShape::Unknown(), "any");
   (void)any;
   Output w = ops::Variable(
       g, ops::TruncatedNormal(g, TensorShape{3, 3}, DType::kFloat, 0.0, 0.5, 3),
       "w");
-  Output b = ops::Variable(
-      g, Tensor::FromVector<float>({0.5f, -1.0f, 2.0f}), "b");
+  Output b =
+      ops::Variable(g, Tensor::FromVector<float>({0.5f, -1.0f, 2.0f}), "b");
   Output d = ops::Variable(g, Tensor::Scalar<double>(1.0), "d", false);
   Output y = ops::Add(g, ops::MatMul(g, x, w, false, true), b, "y");
-  Output z = ops::Sub(g, ops::Mul(g, y, y), ops::Div(g, y, ops::Const(g, 2.0f)));
+  Output z =
+      ops::Sub(g, ops::Mul(g, y, y), ops::Div(g, y, ops::Const(g, 2.0f)));
   Output m = ops::Maximum(g, ops::Neg(g, z), ops::Square(g, z));
-  Output e = ops::AddN(g, {ops::Sqrt(g, ops::Exp(g, m)), ops::Log(g, m),
-                           ops::Relu(g, m), ops::Sigmoid(g, m),
-                           ops::Tanh(g, m), ops::Softmax(g, m)});
+  Output e = ops::AddN(
+      g, {ops::Sqrt(g, ops::Exp(g, m)), ops::Log(g, m), ops::Relu(g, m),
+          ops::Sigmoid(g, m), ops::Tanh(g, m), ops::Softmax(g, m)});
   Output r = ops::Sum(g, ops::Mean(g, e, {1}, true), {}, false);
   Output mx = ops::Max(g, e, {0}, false);
   Output labels = ops::ArgMax(g, e, 1, "labels");
@@ -82,8 +84,8 @@ void BuildEveryOp(Graph& g) {
   Output uniform = ops::RandomUniform(g, TensorShape{2}, DType::kFloat, 5);
   Output normal =
       ops::RandomNormal(g, TensorShape{2}, DType::kDouble, 1.0, 2.0);
-  std::vector<Output> xent = ops::SparseSoftmaxCrossEntropyWithLogits(
-      g, e, labels, "xent");
+  std::vector<Output> xent =
+      ops::SparseSoftmaxCrossEntropyWithLogits(g, e, labels, "xent");
   Output sum_to = ops::SumToShapeOf(g, e, b);
   Output reshape_to = ops::ReshapeToShapeOf(g, reshaped, e);
   Output sum_grad = ops::SumGrad(g, r, e, {}, false);
@@ -184,9 +186,9 @@ void ExpectSameGraph(const Graph& a, const Graph& b) {
       ASSERT_NE(it, y->attrs().end()) << name;
       if (std::find(node_attrs.begin(), node_attrs.end(), name) !=
           node_attrs.end()) {
-        EXPECT_EQ(a.node(static_cast<int>(std::get<int64_t>(value)))->name(),
-                  b.node(static_cast<int>(std::get<int64_t>(it->second)))
-                      ->name());
+        EXPECT_EQ(
+            a.node(static_cast<int>(std::get<int64_t>(value)))->name(),
+            b.node(static_cast<int>(std::get<int64_t>(it->second)))->name());
       } else {
         EXPECT_TRUE(SameAttr(value, it->second)) << name;
       }
@@ -210,7 +212,8 @@ TEST(GraphJson, EveryRegisteredOpRoundTrips) {
   Graph g;
   BuildEveryOp(g);
   std::set<std::string> in_graph;
-  for (int id = 0; id < g.num_nodes(); ++id) in_graph.insert(g.node(id)->type());
+  for (int id = 0; id < g.num_nodes(); ++id)
+    in_graph.insert(g.node(id)->type());
   for (const std::string& op : OpRegistry::Global().OpNames()) {
     EXPECT_TRUE(in_graph.contains(op) || HostObjectOps().contains(op))
         << "op " << op << " has no round-trip case in BuildEveryOp";
@@ -228,10 +231,12 @@ TEST(GraphJson, EveryRegisteredOpRoundTrips) {
 
 TEST(GraphJson, AttrValuesSurviveExactly) {
   Graph g;
-  ops::Const(g, Tensor::FromVector<float>({1.0f / 3, -0.0f, 1e-38f,
-                                           std::numeric_limits<float>::infinity(),
-                                           std::numeric_limits<float>::quiet_NaN()}),
-             "floats");
+  ops::Const(
+      g,
+      Tensor::FromVector<float>({1.0f / 3, -0.0f, 1e-38f,
+                                 std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN()}),
+      "floats");
   Tensor bools(DType::kBool, TensorShape{2});
   bools.mutable_flat<bool>()[0] = true;
   bools.mutable_flat<bool>()[1] = false;
@@ -245,8 +250,7 @@ TEST(GraphJson, AttrValuesSurviveExactly) {
   Graph loaded;
   ASSERT_TRUE(GraphFromJson(*json, "attrs.json", loaded).ok());
   ExpectSameGraph(g, loaded);
-  const Tensor& floats =
-      loaded.FindNode("floats")->attr<Tensor>("value");
+  const Tensor& floats = loaded.FindNode("floats")->attr<Tensor>("value");
   EXPECT_EQ(floats.flat<float>()[0], 1.0f / 3);
   EXPECT_TRUE(std::signbit(floats.flat<float>()[1]));
   EXPECT_TRUE(std::isnan(floats.flat<float>()[4]));
@@ -267,8 +271,7 @@ TEST(GraphJson, NodeIdAttrsFollowTheirNodeWhenPruned) {
   const Node* variable = loaded.FindNode("v");
   ASSERT_NE(variable, nullptr);
   EXPECT_NE(variable->id(), v.node()->id());  // the ids did change
-  EXPECT_EQ(loaded.FindNode("bump")->attr<int64_t>("variable"),
-            variable->id());
+  EXPECT_EQ(loaded.FindNode("bump")->attr<int64_t>("variable"), variable->id());
 }
 
 TEST(GraphJson, HostObjectOpIsRefusedNamingIt) {
@@ -300,9 +303,8 @@ TEST(GraphJson, HostObjectOpIsRefusedNamingIt) {
 Json SmallGraphJson() {
   Graph g;
   Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
-  Output w = ops::Variable(g, Tensor::FromVector<float>({1, 2, 3, 4},
-                                                        TensorShape{2, 2}),
-                           "w");
+  Output w = ops::Variable(
+      g, Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2}), "w");
   ops::MatMul(g, x, w, false, false, "y");
   return *GraphToJson(g, {});
 }
@@ -333,14 +335,24 @@ TEST(GraphJson, EveryLoadFailureNamesFileAndCulprit) {
       {"duplicate name", [](Json& j) { j["nodes"][4]["name"] = "x"; },
        absl::StatusCode::kDataLoss, "'x' is defined twice"},
       {"attr of unknown type",
-       [](Json& j) { j["nodes"][4]["attrs"]["transpose_a"] = {{"complex", 1}}; },
+       [](Json& j) {
+         j["nodes"][4]["attrs"]["transpose_a"] = {{"complex", 1}};
+       },
        absl::StatusCode::kDataLoss, "attr 'transpose_a' has the unknown type"},
       {"attr of the wrong type for its op",
-       [](Json& j) { j["nodes"][4]["attrs"]["transpose_a"] = {{"int", 1}}; },
+       [](Json& j) {
+         j["nodes"][4]["attrs"]["transpose_a"] = {{"int", 1}};
+       },
        absl::StatusCode::kDataLoss, "'y' (MatMul) does not fit its op"},
-      {"bad dtype", [](Json& j) { j["nodes"][0]["attrs"]["dtype"] = {{"dtype", "float16"}}; },
+      {"bad dtype",
+       [](Json& j) {
+         j["nodes"][0]["attrs"]["dtype"] = {{"dtype", "float16"}};
+       },
        absl::StatusCode::kDataLoss, "attr 'dtype' is not a dtype name"},
-      {"shape not a list", [](Json& j) { j["nodes"][0]["attrs"]["shape"] = {{"shape", 3}}; },
+      {"shape not a list",
+       [](Json& j) {
+         j["nodes"][0]["attrs"]["shape"] = {{"shape", 3}};
+       },
        absl::StatusCode::kDataLoss, "attr 'shape'"},
       {"tensor data too short",
        [](Json& j) {
@@ -359,9 +371,12 @@ TEST(GraphJson, EveryLoadFailureNamesFileAndCulprit) {
        },
        absl::StatusCode::kDataLoss, "shorter than its shape"},
       {"node attr naming nothing",
-       [](Json& j) { j["nodes"][3]["attrs"]["variable"] = {{"node", "ghost"}}; },
+       [](Json& j) {
+         j["nodes"][3]["attrs"]["variable"] = {{"node", "ghost"}};
+       },
        absl::StatusCode::kDataLoss, "'w/Assign': attr 'variable' names no"},
-      {"unknown node field", [](Json& j) { j["nodes"][4]["device"] = "/gpu:0"; },
+      {"unknown node field",
+       [](Json& j) { j["nodes"][4]["device"] = "/gpu:0"; },
        absl::StatusCode::kDataLoss, "unknown field \"device\""},
       {"collection naming nothing",
        [](Json& j) { j["collections"]["variables"][0] = "ghost"; },
@@ -428,8 +443,10 @@ Tensor Rows(int n) {
   return Tensor::FromVector(values, TensorShape{n, 64});
 }
 
-asio::awaitable<absl::StatusOr<std::string>> ExportedMlp(
-    const Mlp& m, Session& session, const std::string& dir, int64_t version) {
+asio::awaitable<absl::StatusOr<std::string>> ExportedMlp(const Mlp& m,
+                                                         Session& session,
+                                                         const std::string& dir,
+                                                         int64_t version) {
   RunArgs init{.targets = {m.init}};
   auto initialized = co_await session.Run(init, asio::use_awaitable);
   if (!initialized.ok()) co_return initialized.status();
@@ -478,9 +495,9 @@ CO_TEST(SavedModel, LoadedModelPredictsWhatTheExporterPredicted) {
   EXPECT_EQ((*want)[0].DebugString(100), (*got)[0].DebugString(100));
   EXPECT_EQ((*want)[1].DebugString(100), (*got)[1].DebugString(100));
   auto p = (*got)[0].flat<float>();
-  EXPECT_NEAR(p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7] + p[8] +
-                  p[9],
-              1.0, 1e-5);
+  EXPECT_NEAR(
+      p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7] + p[8] + p[9], 1.0,
+      1e-5);
 }
 
 CO_TEST(SavedModel, AVersionIsWrittenOnceAndListedAmongOthers) {
@@ -488,8 +505,8 @@ CO_TEST(SavedModel, AVersionIsWrittenOnceAndListedAmongOthers) {
   Mlp m = BuildMlp();
   Session session(*m.graph, TestRuntime());
   CO_ASSERT_OK((co_await ExportedMlp(m, session, dir.path(), 3)).status());
-  auto again = co_await ExportSavedModel(session, ServingSignature(m),
-                                         dir.path(), 3);
+  auto again =
+      co_await ExportSavedModel(session, ServingSignature(m), dir.path(), 3);
   EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
   EXPECT_TRUE(absl::StrContains(again.status().message(), dir / "3"));
   CO_ASSERT_OK(
@@ -547,9 +564,8 @@ asio::awaitable<absl::Status> LoadDamaged(
 CO_TEST(SavedModel, LoadFailuresNameTheFileAndTheCulprit) {
   {
     ScratchDir dir;
-    absl::Status s = co_await LoadDamaged(dir, [](const std::string& path) {
-      fs::remove(path + "/model.json");
-    });
+    absl::Status s = co_await LoadDamaged(
+        dir, [](const std::string& path) { fs::remove(path + "/model.json"); });
     EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "model.json")) << s;
   }
