@@ -215,6 +215,8 @@ TEST(GraphJson, EveryRegisteredOpRoundTrips) {
   for (int id = 0; id < g.num_nodes(); ++id)
     in_graph.insert(g.node(id)->type());
   for (const std::string& op : OpRegistry::Global().OpNames()) {
+    // The test suite's own ops (tests/test_ops.h) are not the library's.
+    if (absl::StartsWith(op, "Test")) continue;
     EXPECT_TRUE(in_graph.contains(op) || HostObjectOps().contains(op))
         << "op " << op << " has no round-trip case in BuildEveryOp";
   }
