@@ -35,7 +35,7 @@ constexpr int kHidden = 128;
 constexpr int kClasses = 10;
 constexpr int kRequests = 64;
 
-Tensor RandomTensor(TensorShape shape, std::mt19937& random) {
+Tensor RandomWeights(TensorShape shape, std::mt19937& random) {
   Tensor t = Tensor::Allocate(DType::kFloat, shape);
   std::normal_distribution<float> normal(0.0f, 0.05f);
   for (float& v : t.mutable_flat<float>()) v = normal(random);
@@ -47,13 +47,13 @@ struct ServedMlp {
     std::mt19937 random(7);
     x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, kInputs}, "x");
     Output w1 = ops::Variable(
-        g, RandomTensor(TensorShape{kInputs, kHidden}, random), "w1");
+        g, RandomWeights(TensorShape{kInputs, kHidden}, random), "w1");
     Output b1 =
-        ops::Variable(g, RandomTensor(TensorShape{kHidden}, random), "b1");
+        ops::Variable(g, RandomWeights(TensorShape{kHidden}, random), "b1");
     Output w2 = ops::Variable(
-        g, RandomTensor(TensorShape{kHidden, kClasses}, random), "w2");
+        g, RandomWeights(TensorShape{kHidden, kClasses}, random), "w2");
     Output b2 =
-        ops::Variable(g, RandomTensor(TensorShape{kClasses}, random), "b2");
+        ops::Variable(g, RandomWeights(TensorShape{kClasses}, random), "b2");
     Output hidden = ops::Relu(g, ops::Add(g, ops::MatMul(g, x, w1), b1));
     Output logits = ops::Add(g, ops::MatMul(g, hidden, w2), b2);
     probabilities = ops::Softmax(g, logits, "probabilities");
@@ -70,7 +70,7 @@ struct ServedMlp {
     signature.outputs["classes"] = {
         .tensor = classes, .dtype = DType::kInt64, .shape = classes.shape()};
     for (int i = 0; i < kRequests; ++i) {
-      rows.push_back(RandomTensor(TensorShape{1, kInputs}, random));
+      rows.push_back(RandomWeights(TensorShape{1, kInputs}, random));
     }
   }
   Graph g;

@@ -7,7 +7,7 @@
 #     headers sit on the system include path, so the build cannot stop it);
 #   * only async/ includes async/detail/ headers.
 # Layers, bottom up: graph, async, io, then pipeline and hooks (siblings),
-# then training. Prints each offending line; exit 1 if any.
+# then training; serving sits on io. Prints each offending line; exit 1 if any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,6 +18,7 @@ declare -A below=(
   [pipeline]="graph async io pipeline"
   [hooks]="graph async io hooks"
   [training]="graph async io pipeline hooks training"
+  [serving]="graph async io serving"
 )
 failed=0
 for layer in "${!below[@]}"; do

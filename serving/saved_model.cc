@@ -213,9 +213,9 @@ absl::StatusOr<std::string> WriteVersion(ExportPlan plan,
 
 // ---- loading ----
 
-class Corrupt {
+class CorruptModel {
  public:
-  explicit Corrupt(absl::string_view file) : file_(file) {}
+  explicit CorruptModel(absl::string_view file) : file_(file) {}
   template <typename... Args>
   absl::Status operator()(const Args&... what) const {
     return absl::DataLossError(
@@ -227,7 +227,7 @@ class Corrupt {
 };
 
 absl::StatusOr<std::map<std::string, SignatureTensor>> SignatureTensors(
-    const Json& json, const Graph& graph, const Corrupt& corrupt,
+    const Json& json, const Graph& graph, const CorruptModel& corrupt,
     const std::string& where) {
   if (!json.is_object()) return corrupt(where, " is not an object");
   std::map<std::string, SignatureTensor> tensors;
@@ -260,7 +260,7 @@ absl::StatusOr<std::unique_ptr<SavedModel>> ReadModelFile(
     const std::string& path) {
   const std::string file = JoinPath(path, kSavedModelGraphFile);
   COSESSION_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
-  const Corrupt corrupt(file);
+  const CorruptModel corrupt(file);
   if (JsonNestingDepth(text, kMaxModelJsonDepth) > kMaxModelJsonDepth) {
     return corrupt("it nests deeper than ", kMaxModelJsonDepth, " levels");
   }

@@ -26,6 +26,8 @@
 #include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
+#include "cosession/serving/batching_session.h"
+#include "cosession/serving/saved_model.h"
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
 
