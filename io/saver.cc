@@ -408,6 +408,22 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
     }
   }
 
+  absl::flat_hash_set<const Node*> optional;
+  for (Node* node : graph.GetCollection(kRestoreOptionalCollection)) {
+    optional.insert(node);
+  }
+  std::vector<Operation> initializers;
+  for (const Output& v : variables) {
+    if (!optional.contains(v.node())) {
+      initializers.emplace_back();
+      continue;
+    }
+    try {
+      initializers.push_back(ops::VariableInitializer(v));
+    } catch (const StatusError& e) {
+      return e.status();
+    }
+  }
   std::vector<Output> restore_values;
   std::vector<Operation> assigns;
   for (const Output& v : variables) {
@@ -437,13 +453,14 @@ absl::StatusOr<std::shared_ptr<Saver>> Saver::Create(Graph& graph,
     restore_values.emplace_back(value, 0);
     assigns.emplace_back(assign);
   }
-  return std::shared_ptr<Saver>(
-      new Saver(std::move(options), std::move(variables),
-                std::move(restore_values), std::move(assigns)));
+  return std::shared_ptr<Saver>(new Saver(
+      std::move(options), std::move(variables), std::move(restore_values),
+      std::move(assigns), std::move(initializers)));
 }
 
 Saver::Saver(SaverOptions options, std::vector<Output> variables,
-             std::vector<Output> restore_values, std::vector<Operation> assigns)
+             std::vector<Output> restore_values, std::vector<Operation> assigns,
+             std::vector<Operation> initializers)
     : options_(std::move(options)),
       clock_(options_.clock ? options_.clock : &SystemClock()),
       variables_(std::move(variables)),
@@ -458,7 +475,8 @@ Saver::Saver(SaverOptions options, std::vector<Output> variables,
         return dtypes;
       }()),
       restore_values_(std::move(restore_values)),
-      assigns_(std::move(assigns)) {}
+      assigns_(std::move(assigns)),
+      initializers_(std::move(initializers)) {}
 
 absl::Status Saver::CheckSnapshot(const std::vector<Tensor>& snapshot) const {
   if (snapshot.size() != variables_.size()) {
@@ -690,6 +708,14 @@ absl::Status Saver::RestoreFrom(const std::string& file,
     const Output& v = variables_[i];
     const std::string& name = v.node()->name();
     auto it = contents.tensors.find(name);
+    if (it == contents.tensors.end() && initializers_[i].valid()) {
+      WarnTo(options_.warn,
+             absl::StrCat("checkpoint '", file, "' has no value for '", name,
+                          "' (written before the variable existed); it "
+                          "starts from its initial value"));
+      args.targets.push_back(initializers_[i]);
+      continue;
+    }
     if (it == contents.tensors.end()) {
       return absl::NotFoundError(absl::StrCat(
           "variable '", name, "' is not in checkpoint '", file, "'"));

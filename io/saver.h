@@ -88,6 +88,14 @@
 
 namespace cosession {
 
+// Variables a checkpoint may lack: restoring a checkpoint that has no value
+// for one runs the variable's initializer instead, with a warning (other
+// variables missing are NotFound). For variables added to a model after
+// checkpoints of it were written -- the input pipeline's position
+// (pipeline/dataset_iterator.h) is one.
+inline constexpr absl::string_view kRestoreOptionalCollection =
+    "restore_optional_variables";
+
 // The __metadata__ key of a checkpoint file holding its global step.
 inline constexpr absl::string_view kGlobalStepKey = "global_step";
 
@@ -235,7 +243,8 @@ class Saver : public CheckpointRestorer,
   };
 
   Saver(SaverOptions options, std::vector<Output> variables,
-        std::vector<Output> restore_values, std::vector<Operation> assigns);
+        std::vector<Output> restore_values, std::vector<Operation> assigns,
+        std::vector<Operation> initializers);
 
   absl::Status CheckSnapshot(const std::vector<Tensor>& snapshot) const;
   void AdoptDirectory(const std::string& dir);
@@ -255,6 +264,9 @@ class Saver : public CheckpointRestorer,
   const std::vector<DType> variable_dtypes_;
   const std::vector<Output> restore_values_;  // Placeholders, one a variable
   const std::vector<Operation> assigns_;
+  // Per variable: its initializer when it is in kRestoreOptionalCollection
+  // (run when a checkpoint lacks it), else invalid.
+  const std::vector<Operation> initializers_;
 
   std::mutex pending_mu_;
   std::shared_ptr<PendingSave> pending_ ABSL_GUARDED_BY(pending_mu_);

@@ -10,6 +10,7 @@
 #include "cosession/graph/op_registry.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
+#include "cosession/io/saver.h"
 #include "cosession/pipeline/detail/prefetcher.h"
 
 namespace cosession {
@@ -141,6 +142,9 @@ std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
                                    absl::StrCat(node->name(), "/position"),
                                    /*trainable=*/false)
                          .node();
+  // Checkpoints written before iterators had a position restore into this
+  // graph too: the position then starts at 0.
+  g.AddToCollection(kRestoreOptionalCollection, config->position);
   std::vector<Output> outputs;
   for (size_t i = 0; i < spec->size(); ++i) {
     outputs.emplace_back(node, static_cast<int>(i));

@@ -543,6 +543,35 @@ CO_TEST(Saver, AVariableMissingFromTheFileIsNotFoundNamingIt) {
   EXPECT_TRUE(absl::StrContains(s.message(), "x.safetensors")) << s;
 }
 
+CO_TEST(Saver, AnOptionalVariableMissingFromTheFileStartsFromItsInitializer) {
+  ScratchDir dir;
+  // A checkpoint written before the graph had "position".
+  {
+    Model m;
+    auto saver = MakeSaver(m.g);
+    auto session = co_await NewSession(m.g);
+    CO_ASSERT_OK(co_await SetState(*session, m, 40, 4));
+    CO_ASSERT_OK((co_await saver->Save(*session, dir.path(), 40)).status());
+  }
+  Model m;
+  Output position =
+      ops::Variable(m.g, Tensor::Scalar<int64_t>(7), "position", false);
+  m.g.AddToCollection(kRestoreOptionalCollection, position.node());
+  Warnings warnings;
+  auto saver = MakeSaver(m.g, {.warn = warnings.Sink()});
+  Session session(m.g, TestRuntime());  // nothing initialised
+  auto restored = co_await saver->RestoreLatest(session, dir.path());
+  CO_ASSERT_OK(restored.status());
+  EXPECT_EQ((co_await GetState(session, m)),
+            (std::pair<int64_t, float>{40, 4}));
+  RunArgs read{.fetches = {position}};
+  auto value = co_await session.Run(read, asio::use_awaitable);
+  CO_ASSERT_OK(value.status());
+  EXPECT_EQ((*value)[0].scalar<int64_t>(), 7);
+  EXPECT_TRUE(warnings.Any("has no value for 'position'"))
+      << absl::StrJoin(*warnings.lines, "\n");
+}
+
 CO_TEST(Saver, AWrongDtypeIsInvalidArgumentNamingTheVariableAndFile) {
   ScratchDir dir;
   Model m;

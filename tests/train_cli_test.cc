@@ -7,6 +7,8 @@
 //     starts, naming the file and line;
 //   * temporary files a killed run left are removed at start, and only the
 //     newest --max_timelines Chrome traces are kept;
+//   * a checkpoint written before the input pipeline had a position
+//     still resumes (the position starts at 0, with a warning);
 //   * --export_dir writes a model that this (another) process loads and
 //     that predicts what the trained variables predict.
 // The tests wait for what the child prints, each wait bounded.
@@ -22,6 +24,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -30,15 +33,16 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "cosession/io/csv_reader.h"
 #include "cosession/graph/ops.h"
+#include "cosession/io/csv_reader.h"
+#include "cosession/io/safetensors.h"
 #include "cosession/io/saver.h"
 #include "cosession/serving/saved_model.h"
 #include "examples/mlp_classifier.h"
-#include "tests/co_test.h"
-#include "tests/test_util.h"
 #include "tests/child_process.h"
+#include "tests/co_test.h"
 #include "tests/scratch_dir.h"
+#include "tests/test_util.h"
 
 namespace cosession::train_cli_test {
 namespace {
@@ -307,6 +311,40 @@ TEST(TrainCli, RemovesAKilledRunsTemporaryFilesAndKeepsTheNewestTimelines) {
                                       "timeline-20.json"}));
 }
 
+TEST(TrainCli, ResumesFromACheckpointWrittenBeforeThePipelineHadAPosition) {
+  ScratchDir dir;
+  Finished first =
+      RunTrain({"--checkpoint_dir=" + dir.path(), "--max_steps=20"});
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // What an older cosession_train wrote: the same variables but the
+  // iterator's position.
+  const std::string file = dir / "model.ckpt-20.safetensors";
+  auto contents = ReadSafetensorsFile(file);
+  ASSERT_TRUE(contents.ok()) << contents.status();
+  std::vector<std::pair<std::string, Tensor>> kept;
+  for (const auto& [name, tensor] : contents->tensors) {
+    if (name != "train_batch/position") kept.emplace_back(name, tensor);
+  }
+  ASSERT_EQ(kept.size() + 1, contents->tensors.size());
+  std::map<std::string, std::string> metadata = contents->metadata;
+  metadata.erase(std::string(kSafetensorsCrcKey));
+  auto old = BuildSafetensors(kept, metadata);
+  ASSERT_TRUE(old.ok()) << old.status();
+  std::ofstream(file, std::ios::binary | std::ios::trunc)
+      << SerializeSafetensors(*old);
+
+  Finished resumed =
+      RunTrain({"--checkpoint_dir=" + dir.path(), "--max_steps=30"});
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("has no value for 'train_batch/position'"),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("starting at batch 0"), std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("stopped at global step 30"), std::string::npos)
+      << resumed.output;
+}
+
 // Rows of pixel values 0..16, as the digits have.
 Tensor PixelRows(int n) {
   std::vector<float> values(static_cast<size_t>(n) * 64);
@@ -318,9 +356,9 @@ Tensor PixelRows(int n) {
 
 CO_TEST(TrainCli, ExportsAModelAnotherProcessLoadsAndThatPredictsTheSame) {
   ScratchDir dir;
-  Finished run = RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
-                           "--export_dir=" + (dir / "export"),
-                           "--max_steps=40"});
+  Finished run =
+      RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
+                "--export_dir=" + (dir / "export"), "--max_steps=40"});
   EXPECT_EQ(run.exit_code, 0) << run.output;
   CO_ASSERT_TRUE(run.exit_code == 0);
   EXPECT_NE(run.output.find("exported the model for serving to " +
@@ -370,9 +408,9 @@ CO_TEST(TrainCli, ExportsAModelAnotherProcessLoadsAndThatPredictsTheSame) {
   // past its last step) and would export version 41: a version that
   // exists is left as it is, and said so.
   fs::create_directories(dir / "export/41");
-  Finished rerun = RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
-                             "--export_dir=" + (dir / "export"),
-                             "--max_steps=40"});
+  Finished rerun =
+      RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
+                "--export_dir=" + (dir / "export"), "--max_steps=40"});
   EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
   EXPECT_NE(rerun.output.find("not exported: version 41 already exists"),
             std::string::npos)
