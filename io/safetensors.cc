@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/io/crc32c.h"
+#include "cosession/io/data_loss.h"
 #include "cosession/io/json_depth.h"
 
 #if defined(__x86_64__)
@@ -93,20 +94,6 @@ std::optional<DType> DTypeFromSafetensorsName(absl::string_view name) {
   return std::nullopt;
 }
 
-// Errors of one parse, all DataLoss naming the source.
-class Corrupt {
- public:
-  explicit Corrupt(absl::string_view source) : source_(source) {}
-  template <typename... Args>
-  absl::Status operator()(const Args&... what) const {
-    return absl::DataLossError(
-        absl::StrCat("corrupt checkpoint file '", source_, "': ", what...));
-  }
-
- private:
-  absl::string_view source_;
-};
-
 // A non-negative JSON integer that fits in int64.
 std::optional<int64_t> NonNegativeInt(const Json& value) {
   if (!value.is_number_unsigned()) return std::nullopt;
@@ -131,7 +118,8 @@ struct TensorEntry {
 };
 
 absl::Status ParseTensorEntry(const std::string& name, const Json& spec,
-                              const Corrupt& corrupt, TensorEntry& entry) {
+                              const DataLossNaming& corrupt,
+                              TensorEntry& entry) {
   entry.name = name;
   if (!spec.is_object()) {
     return corrupt("tensor '", name, "' is not a JSON object");
@@ -199,7 +187,7 @@ absl::Status ParseTensorEntry(const std::string& name, const Json& spec,
 }
 
 absl::StatusOr<uint32_t> ParseCrc(const std::string& text,
-                                  const Corrupt& corrupt) {
+                                  const DataLossNaming& corrupt) {
   uint64_t value = 0;
   bool digits_only = !text.empty() && text.size() <= 10 &&
                      std::all_of(text.begin(), text.end(),
@@ -293,7 +281,7 @@ std::string SerializeSafetensors(const SafetensorsFile& file) {
 
 absl::StatusOr<SafetensorsContents> ParseSafetensors(absl::string_view bytes,
                                                      absl::string_view source) {
-  const Corrupt corrupt(source);
+  const DataLossNaming corrupt("corrupt checkpoint file", source);
   if (bytes.size() < 8) {
     return corrupt("the file has ", bytes.size(),
                    " bytes, fewer than the 8-byte header length");

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/op_registry.h"
 #include "cosession/graph/status.h"
+#include "cosession/io/data_loss.h"
 
 namespace cosession {
 namespace {
@@ -124,20 +125,6 @@ std::vector<bool> NeededNodes(const Graph& graph, const GraphJsonOptions& o) {
 }
 
 // ---- reading ----
-
-// The errors of one read, naming the source.
-class Corrupt {
- public:
-  explicit Corrupt(absl::string_view source) : source_(source) {}
-  template <typename... Args>
-  absl::Status operator()(const Args&... what) const {
-    return absl::DataLossError(
-        absl::StrCat("corrupt graph in '", source_, "': ", what...));
-  }
-
- private:
-  absl::string_view source_;
-};
 
 std::optional<int64_t> JsonInt64(const Json& value) {
   if (value.is_number_unsigned()) {
@@ -293,8 +280,8 @@ bool IsStringList(const Json* value) {
 }
 
 absl::Status AddNodeFromJson(const Json& json, size_t index,
-                             const Corrupt& corrupt, absl::string_view source,
-                             Graph& graph) {
+                             const DataLossNaming& corrupt,
+                             absl::string_view source, Graph& graph) {
   if (!json.is_object()) return corrupt("node ", index, " is not an object");
   const Json* name = Field(json, "name");
   if (name == nullptr || !name->is_string() ||
@@ -447,7 +434,7 @@ absl::StatusOr<Json> GraphToJson(const Graph& graph,
 
 absl::Status GraphFromJson(const Json& json, absl::string_view source,
                            Graph& graph) {
-  const Corrupt corrupt(source);
+  const DataLossNaming corrupt("corrupt graph in", source);
   if (!json.is_object()) return corrupt("not a JSON object");
   const Json* format = Field(json, "format");
   const Json* version = Field(json, "format_version");

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/atomic_file.h"
+#include "cosession/io/data_loss.h"
 #include "cosession/io/json_depth.h"
 #include "cosession/io/safetensors.h"
 #include "cosession/io/saver.h"
@@ -213,21 +214,8 @@ absl::StatusOr<std::string> WriteVersion(ExportPlan plan,
 
 // ---- loading ----
 
-class CorruptModel {
- public:
-  explicit CorruptModel(absl::string_view file) : file_(file) {}
-  template <typename... Args>
-  absl::Status operator()(const Args&... what) const {
-    return absl::DataLossError(
-        absl::StrCat("corrupt model file '", file_, "': ", what...));
-  }
-
- private:
-  absl::string_view file_;
-};
-
 absl::StatusOr<std::map<std::string, SignatureTensor>> SignatureTensors(
-    const Json& json, const Graph& graph, const CorruptModel& corrupt,
+    const Json& json, const Graph& graph, const DataLossNaming& corrupt,
     const std::string& where) {
   if (!json.is_object()) return corrupt(where, " is not an object");
   std::map<std::string, SignatureTensor> tensors;
@@ -260,7 +248,7 @@ absl::StatusOr<std::unique_ptr<SavedModel>> ReadModelFile(
     const std::string& path) {
   const std::string file = JoinPath(path, kSavedModelGraphFile);
   COSESSION_ASSIGN_OR_RETURN(std::string text, ReadFileToString(file));
-  const CorruptModel corrupt(file);
+  const DataLossNaming corrupt("corrupt model file", file);
   if (JsonNestingDepth(text, kMaxModelJsonDepth) > kMaxModelJsonDepth) {
     return corrupt("it nests deeper than ", kMaxModelJsonDepth, " levels");
   }
