@@ -83,6 +83,7 @@
 #include "cosession/training/monitored_training_session.h"
 #include "cosession/training/stop_on_signals.h"
 #include "examples/mlp_classifier.h"
+#include "examples/strict_flags.h"
 
 ABSL_FLAG(std::string, data, COSESSION_DIGITS_CSV,
           "The digits CSV (plain or gzip): 64 pixel columns, then the label; "
@@ -492,57 +493,6 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
   co_return absl::OkStatus();
 }
 
-// absl's parser exits with 1 on a flag it cannot parse, and names flags
-// it does not know only as a whole; a usage error is exit code 2 here (as
-// for the shell's own commands), with a message naming the flag. So every
-// "--name=value" is parsed first, through the flags' own parsers.
-void ExitOnUnparsableFlags(int argc, char** argv) {
-  auto fail = [](const std::string& message) {
-    std::fprintf(stderr, "cosession_train: %s (see --help)\n", message.c_str());
-    std::exit(2);
-  };
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (arg == "--") break;
-    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
-      fail(absl::StrCat("unexpected argument '", argv[i], "'"));
-    }
-    const size_t eq = arg.find('=');
-    const std::string name(arg.substr(0, eq));
-    if (absl::StartsWith(name, "help") || name == "version" ||
-        name == "flagfile" || name == "fromenv" || name == "tryfromenv" ||
-        name == "undefok" || name == "only_check_args") {
-      if (eq == absl::string_view::npos && !absl::StartsWith(name, "help") &&
-          name != "version" && name != "only_check_args") {
-        ++i;  // "--flagfile file"
-      }
-      continue;
-    }
-    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-    if (flag == nullptr && absl::StartsWith(name, "no") &&
-        eq == absl::string_view::npos) {
-      absl::CommandLineFlag* negated =
-          absl::FindCommandLineFlag(name.substr(2));
-      if (negated != nullptr && negated->IsOfType<bool>()) continue;
-    }
-    if (flag == nullptr) fail(absl::StrCat("unknown flag --", name));
-    std::string value;
-    if (eq != absl::string_view::npos) {
-      value = std::string(arg.substr(eq + 1));
-    } else if (flag->IsOfType<bool>()) {
-      continue;
-    } else if (i + 1 < argc) {
-      value = argv[++i];
-    } else {
-      fail(absl::StrCat("--", name, " needs a value"));
-    }
-    std::string error;
-    if (!flag->ParseFrom(value, &error)) {
-      fail(absl::StrCat("--", name, "=", value, ": ", error));
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -558,7 +508,7 @@ int main(int argc, char** argv) {
   };
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
-  ExitOnUnparsableFlags(argc, argv);
+  ExitOnUnparsableFlags("cosession_train", argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<Flags> flags = ReadFlags();
   if (!flags.ok()) {

@@ -83,15 +83,16 @@ bool SameRowShape(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 struct BatchingState : std::enable_shared_from_this<BatchingState> {
-  BatchingState(Session& s, Signature sig, BatchingOptions o)
-      : session(s),
+  BatchingState(Session& s, Signature sig, BatchingOptions o,
+                std::shared_ptr<const void> owner)
+      : owner(std::move(owner)),
+        session(s),
         signature(std::move(sig)),
         options(std::move(o)),
         capacity_rows(options.max_enqueued_batches * options.max_batch_size),
         strand(asio::make_strand(s.runtime().executor())),
         close_timer(strand) {
     for (const auto& [name, t] : signature.inputs) {
-      input_names.push_back(name);
       input_tensors.push_back(t.tensor);
     }
     for (const auto& [name, t] : signature.outputs) {
@@ -115,11 +116,12 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   void Shutdown();
   void PublishQueue();
 
+  const std::shared_ptr<const void> owner;  // keeps `session` alive
   Session& session;
   const Signature signature;
   const BatchingOptions options;
   const int64_t capacity_rows;
-  std::vector<std::string> input_names, output_names;
+  std::vector<std::string> output_names;
   std::vector<Output> input_tensors, output_tensors;
   asio::strand<Runtime::executor_type> strand;
 
@@ -149,42 +151,13 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
 
 absl::Status BatchingState::Validate(const NamedTensors& inputs,
                                      int64_t& rows) const {
-  auto invalid = [](auto... what) {
-    return absl::InvalidArgumentError(absl::StrCat(what...));
-  };
-  for (const auto& [name, tensor] : inputs) {
-    if (!signature.inputs.contains(name)) {
-      return invalid("unknown input '", name, "' (the signature's inputs: ",
-                     absl::StrJoin(input_names, ", "), ")");
-    }
-  }
-  rows = -1;
-  std::string first;
-  for (const auto& [name, spec] : signature.inputs) {
-    auto it = inputs.find(name);
-    if (it == inputs.end()) return invalid("missing input '", name, "'");
-    const Tensor& t = it->second;
-    if (t.dtype() != spec.dtype) {
-      return invalid("input '", name, "' has dtype ", DTypeName(t.dtype()),
-                     "; the signature wants ", DTypeName(spec.dtype));
-    }
-    if (t.shape().dims() < 1 || !spec.shape.IsCompatibleWith(t.shape())) {
-      return invalid("input '", name, "' has shape ", t.shape().DebugString(),
-                     "; the signature wants ", spec.shape.DebugString(),
-                     " (rows along the first dimension)");
-    }
-    const int64_t n = t.shape().dim_size(0);
-    if (rows >= 0 && n != rows) {
-      return invalid("input '", name, "' has ", n, " rows but input '", first,
-                     "' has ", rows, "; every input needs the same number");
-    }
-    rows = n;
-    first = name;
-  }
-  if (rows < 1) return invalid("input '", first, "' has no rows");
+  absl::StatusOr<int64_t> counted = CheckSignatureInputs(signature, inputs);
+  if (!counted.ok()) return counted.status();
+  rows = *counted;
   if (rows > options.max_batch_size) {
-    return invalid("input '", first, "' has ", rows,
-                   " rows, more than max_batch_size ", options.max_batch_size);
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request has ", rows, " rows, more than max_batch_size ",
+        options.max_batch_size));
   }
   return absl::OkStatus();
 }
@@ -503,6 +476,12 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
 
 absl::StatusOr<std::unique_ptr<BatchingSession>> BatchingSession::Create(
     Session& session, Signature signature, BatchingOptions options) {
+  return Create(session, std::move(signature), std::move(options), nullptr);
+}
+
+absl::StatusOr<std::unique_ptr<BatchingSession>> BatchingSession::Create(
+    Session& session, Signature signature, BatchingOptions options,
+    std::shared_ptr<const void> owner) {
   auto invalid = [](auto... what) {
     return absl::InvalidArgumentError(
         absl::StrCat("BatchingSession: ", what...));
@@ -541,7 +520,8 @@ absl::StatusOr<std::unique_ptr<BatchingSession>> BatchingSession::Create(
   }
   return std::unique_ptr<BatchingSession>(
       new BatchingSession(std::make_shared<detail::BatchingState>(
-          session, std::move(signature), std::move(options))));
+          session, std::move(signature), std::move(options),
+          std::move(owner))));
 }
 
 BatchingSession::BatchingSession(std::shared_ptr<detail::BatchingState> state)

@@ -44,8 +44,10 @@
 //
 // Thread safety: thread-safe; Run may be called from any thread. The
 // scheduling runs on a strand of the Session's Runtime. The Session (and
-// its Graph) must outlive the BatchingSession and every request in flight;
-// requests in flight keep the batcher's own state alive.
+// its Graph) must outlive the batcher's work -- every request in flight and
+// every batch still running -- unless an owner passed to Create keeps them
+// alive; requests and batches in flight keep the batcher's own state (and
+// that owner) alive.
 #ifndef COSESSION_SERVING_BATCHING_SESSION_H_
 #define COSESSION_SERVING_BATCHING_SESSION_H_
 
@@ -119,6 +121,12 @@ class BatchingSession {
   // max_batch_size) or a signature without inputs or outputs.
   static absl::StatusOr<std::unique_ptr<BatchingSession>> Create(
       Session& session, Signature signature, BatchingOptions options);
+  // The same, keeping `owner` (e.g. the SavedModel that owns `session`)
+  // alive for as long as the batcher has work: a batch still running after
+  // its callers left and the BatchingSession was destroyed.
+  static absl::StatusOr<std::unique_ptr<BatchingSession>> Create(
+      Session& session, Signature signature, BatchingOptions options,
+      std::shared_ptr<const void> owner);
   BatchingSession(const BatchingSession&) = delete;
   BatchingSession& operator=(const BatchingSession&) = delete;
   ~BatchingSession();

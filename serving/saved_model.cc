@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/io/data_loss.h"
@@ -310,6 +311,47 @@ absl::StatusOr<std::unique_ptr<SavedModel>> ReadModelFile(
 
 }  // namespace
 
+absl::StatusOr<int64_t> CheckSignatureInputs(
+    const Signature& signature, const std::map<std::string, Tensor>& inputs) {
+  auto invalid = [](auto... what) {
+    return absl::InvalidArgumentError(absl::StrCat(what...));
+  };
+  for (const auto& [name, tensor] : inputs) {
+    if (!signature.inputs.contains(name)) {
+      std::vector<std::string> names;
+      for (const auto& [known, spec] : signature.inputs) names.push_back(known);
+      return invalid("unknown input '", name,
+                     "' (the signature's inputs: ", absl::StrJoin(names, ", "),
+                     ")");
+    }
+  }
+  int64_t rows = -1;
+  std::string first;
+  for (const auto& [name, spec] : signature.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) return invalid("missing input '", name, "'");
+    const Tensor& t = it->second;
+    if (t.dtype() != spec.dtype) {
+      return invalid("input '", name, "' has dtype ", DTypeName(t.dtype()),
+                     "; the signature wants ", DTypeName(spec.dtype));
+    }
+    if (t.shape().dims() < 1 || !spec.shape.IsCompatibleWith(t.shape())) {
+      return invalid("input '", name, "' has shape ", t.shape().DebugString(),
+                     "; the signature wants ", spec.shape.DebugString(),
+                     " (rows along the first dimension)");
+    }
+    const int64_t n = t.shape().dim_size(0);
+    if (rows >= 0 && n != rows) {
+      return invalid("input '", name, "' has ", n, " rows but input '", first,
+                     "' has ", rows, "; every input needs the same number");
+    }
+    rows = n;
+    first = name;
+  }
+  if (rows < 1) return invalid("input '", first, "' has no rows");
+  return rows;
+}
+
 const Signature* SavedModel::FindSignature(const std::string& name) const {
   auto it = signatures.find(name);
   return it == signatures.end() ? nullptr : &it->second;
@@ -360,6 +402,11 @@ asio::awaitable<absl::StatusOr<std::unique_ptr<SavedModel>>> LoadSavedModel(
     if (!restored.ok()) co_return restored;
   }
   co_return std::move(model);
+}
+
+asio::awaitable<absl::StatusOr<std::unique_ptr<SavedModel>>> LoadSavedModel(
+    std::string path) {
+  co_return co_await LoadSavedModel(std::move(path), Runtime::Default());
 }
 
 absl::StatusOr<std::vector<int64_t>> ListSavedModelVersions(

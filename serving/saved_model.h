@@ -83,6 +83,13 @@ struct SavedModel {
   const Signature* FindSignature(const std::string& name) const;
 };
 
+// The row count of `inputs` for `signature`: InvalidArgument naming the
+// input for an unknown or missing input, a dtype or a shape that does not
+// match the signature's (rows along the first dimension), inputs with
+// different row counts, or no rows.
+absl::StatusOr<int64_t> CheckSignatureInputs(
+    const Signature& signature, const std::map<std::string, Tensor>& inputs);
+
 // Writes <export_dir>/<version>/ from the graph of `session` and the values
 // its variables hold now (read in one run of `session`). Returns the
 // version's directory. InvalidArgument for no signature, a signature
@@ -94,9 +101,12 @@ boost::asio::awaitable<absl::StatusOr<std::string>> ExportSavedModel(
     Session& session, std::map<std::string, ExportSignature> signatures,
     std::string export_dir, int64_t version);
 
-// Loads the version directory `path` (<export_dir>/<version>) on `runtime`.
+// Loads the version directory `path` (<export_dir>/<version>) on `runtime`
+// (an overload, not a default argument: docs/async_pitfalls.md, 9).
 boost::asio::awaitable<absl::StatusOr<std::unique_ptr<SavedModel>>>
-LoadSavedModel(std::string path, Runtime& runtime = Runtime::Default());
+LoadSavedModel(std::string path, Runtime& runtime);
+boost::asio::awaitable<absl::StatusOr<std::unique_ptr<SavedModel>>>
+LoadSavedModel(std::string path);
 
 // The versions under `export_dir` (its subdirectories named by a
 // non-negative integer), ascending; other entries are ignored. NotFound

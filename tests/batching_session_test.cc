@@ -351,7 +351,7 @@ CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {
       {{{"x", Tensor::Scalar<float>(1)}}, "input 'x' has shape []"});
   cases.push_back({{{"x", Tensor(DType::kFloat, TensorShape{0, 2})}},
                    "input 'x' has no rows"});
-  cases.push_back({Rows(5, 0), "more than max_batch_size 4"});
+  cases.push_back({Rows(5, 0), "5 rows, more than max_batch_size 4"});
   Calls calls(static_cast<int>(cases.size()));
   for (size_t i = 0; i < cases.size(); ++i) {
     bool returned = false;

@@ -1,0 +1,226 @@
+// cosession_serve: serves a model exported by cosession_train --export_dir
+// (or ExportSavedModel) over HTTP with TensorFlow Serving's REST API, on one
+// io_context plus the runtime's pool, so that TensorFlow Serving's clients
+// and curl work unchanged:
+//
+//   cosession_train --export_dir=/tmp/digits_model
+//   cosession_serve --model_name=digits --model_base_path=/tmp/digits_model
+//   curl localhost:8501/v1/models/digits
+//   curl -d '{"instances": [[0, 0, 5, 13, 9, 1, ...64 pixels]]}'
+//        localhost:8501/v1/models/digits:predict      (one command)
+//
+// The flags are tensorflow_model_server's: --rest_api_port (8501; 0 here
+// means any free port, printed), --model_name, --model_base_path,
+// --enable_batching with --batching_parameters_file (its text format),
+// --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000).
+// The highest version under --model_base_path is served; a higher one
+// appearing is loaded and switched to, the old one unloaded once its
+// requests finished. Prometheus metrics at /monitoring/prometheus/metrics.
+// SIGTERM or SIGINT: stop accepting, answer the requests in flight (within
+// --drain_grace_seconds), exit 0. A bad flag exits 2 naming it; a model
+// that does not load exits 1 with the reason.
+#include <signal.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/serving/batching_parameters.h"
+#include "cosession/serving/http_server.h"
+#include "cosession/serving/model_server.h"
+#include "examples/strict_flags.h"
+
+ABSL_FLAG(int32_t, rest_api_port, 8501,
+          "Port of the HTTP/REST API (0: any free port, printed at start)");
+ABSL_FLAG(std::string, rest_api_address, "0.0.0.0",
+          "Address the REST API listens on");
+ABSL_FLAG(std::string, model_name, "default",
+          "Name of the model in the REST API's paths");
+ABSL_FLAG(std::string, model_base_path, "",
+          "Directory of the model's versions (subdirectories named by "
+          "number, as cosession_train --export_dir writes them)");
+ABSL_FLAG(bool, enable_batching, false,
+          "Merge concurrent requests into batches (BatchingSession)");
+ABSL_FLAG(std::string, batching_parameters_file, "",
+          "With --enable_batching: a BatchingParameters text proto "
+          "(max_batch_size { value: 64 } ...)");
+ABSL_FLAG(int64_t, file_system_poll_wait_seconds, 1,
+          "Seconds between looks for a new version (0 or less: never)");
+ABSL_FLAG(int64_t, rest_api_timeout_in_ms, 30000,
+          "A prediction's deadline (0 or less: none)");
+ABSL_FLAG(int64_t, drain_grace_seconds, 10,
+          "On SIGTERM/SIGINT, how long requests in flight may still take");
+
+namespace asio = boost::asio;
+using namespace cosession;
+using namespace asio::experimental::awaitable_operators;
+
+namespace {
+
+struct Flags {
+  ModelServerOptions model;
+  HttpServerOptions http;
+  std::chrono::seconds grace{10};
+};
+
+absl::Status FlagError(absl::string_view flag, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", problem));
+}
+
+absl::StatusOr<Flags> ReadFlags() {
+  Flags f;
+  const int32_t port = absl::GetFlag(FLAGS_rest_api_port);
+  if (port < 0 || port > 65535) {
+    return FlagError("rest_api_port", "must be in 0..65535");
+  }
+  f.http.port = static_cast<uint16_t>(port);
+  f.http.address = absl::GetFlag(FLAGS_rest_api_address);
+  f.model.model_name = absl::GetFlag(FLAGS_model_name);
+  if (f.model.model_name.empty() ||
+      f.model.model_name.find_first_of("/:") != std::string::npos) {
+    return FlagError("model_name", "must be non-empty, without '/' or ':'");
+  }
+  f.model.model_base_path = absl::GetFlag(FLAGS_model_base_path);
+  if (f.model.model_base_path.empty()) {
+    return FlagError("model_base_path", "is required");
+  }
+  f.model.enable_batching = absl::GetFlag(FLAGS_enable_batching);
+  const std::string batching_file =
+      absl::GetFlag(FLAGS_batching_parameters_file);
+  if (!batching_file.empty() && !f.model.enable_batching) {
+    return FlagError("batching_parameters_file",
+                     "needs --enable_batching (as TensorFlow Serving)");
+  }
+  f.model.batching = DefaultBatchingOptions();
+  if (!batching_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFileToString(batching_file);
+    if (!text.ok()) {
+      return FlagError("batching_parameters_file", text.status().message());
+    }
+    absl::StatusOr<BatchingOptions> parsed =
+        ParseBatchingParameters(*text, batching_file);
+    if (!parsed.ok()) {
+      return FlagError("batching_parameters_file", parsed.status().message());
+    }
+    f.model.batching = *std::move(parsed);
+  }
+  f.model.file_system_poll_wait =
+      std::chrono::seconds(absl::GetFlag(FLAGS_file_system_poll_wait_seconds));
+  f.model.rest_api_timeout =
+      std::chrono::milliseconds(absl::GetFlag(FLAGS_rest_api_timeout_in_ms));
+  const int64_t grace = absl::GetFlag(FLAGS_drain_grace_seconds);
+  if (grace < 0) return FlagError("drain_grace_seconds", "must be >= 0");
+  f.grace = std::chrono::seconds(grace);
+  return f;
+}
+
+void Say(const std::string& line) {
+  std::fprintf(stdout, "%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// Returns the exit code; `drained` says whether every connection closed
+// within the grace period.
+asio::awaitable<int> Serve(Flags f, bool* drained) {
+  asio::any_io_executor executor = co_await asio::this_coro::executor;
+  // Signals first: one that comes while the model loads stops the start.
+  asio::signal_set signals(executor, SIGINT, SIGTERM);
+  absl::StatusOr<std::shared_ptr<ModelServer>> started =
+      co_await ModelServer::Start(f.model, Runtime::Default());
+  if (!started.ok()) {
+    std::fprintf(stderr, "cosession_serve: %s\n",
+                 started.status().ToString().c_str());
+    co_return 1;
+  }
+  std::shared_ptr<ModelServer> model = *started;
+  HttpHandler handler = [model](HttpRequest r) {
+    return model->Handle(std::move(r.method), std::move(r.target),
+                         std::move(r.body));
+  };
+  absl::StatusOr<std::unique_ptr<HttpServer>> listening =
+      HttpServer::Listen(executor, f.http, std::move(handler));
+  if (!listening.ok()) {
+    std::fprintf(stderr, "cosession_serve: --rest_api_port: %s\n",
+                 listening.status().ToString().c_str());
+    model->Stop();
+    co_return 1;
+  }
+  HttpServer& http = **listening;
+  http.Start();
+  Say(absl::StrCat("cosession_serve: serving model '", f.model.model_name,
+                   "' version ", model->serving_version(), " from ",
+                   f.model.model_base_path, " at http://", f.http.address, ":",
+                   http.port(), "/v1/models/", f.model.model_name));
+  auto [ec, signal] =
+      co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  Say(absl::StrCat("cosession_serve: ", strsignal(signal),
+                   ": draining the requests in flight"));
+  http.Stop();
+  model->Stop();
+  asio::steady_timer grace(executor, f.grace);
+  auto closed = http.Drained();
+  auto expired = grace.async_wait(asio::as_tuple(asio::use_awaitable));
+  auto first = co_await (std::move(closed) || std::move(expired));
+  *drained = first.index() == 0;
+  if (!*drained) {
+    Say(absl::StrCat("cosession_serve: ", http.connections(),
+                     " connection(s) still busy after the grace period"));
+  }
+  Say("cosession_serve: stopped");
+  co_return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves an exported model over TensorFlow Serving's REST API.\n"
+      "Usage: cosession_serve --model_base_path=DIR [--model_name=NAME] "
+      "[--rest_api_port=8501] ...");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view file) {
+    return absl::EndsWith(file, "examples/serve.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  ExitOnUnparsableFlags("cosession_serve", argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<Flags> flags = ReadFlags();
+  if (!flags.ok()) {
+    std::fprintf(stderr, "cosession_serve: %s (see --help)\n",
+                 std::string(flags.status().message()).c_str());
+    return 2;
+  }
+  asio::io_context io;
+  int exit_code = 1;
+  bool drained = true;
+  asio::co_spawn(io, Serve(*std::move(flags), &drained),
+                 [&](std::exception_ptr error, int code) {
+                   exit_code = error ? 1 : code;
+                   // Past the grace period the busy requests are abandoned:
+                   // their completions would outlive the event loop.
+                   if (!drained) {
+                     std::fflush(nullptr);
+                     std::_Exit(exit_code);
+                   }
+                 });
+  io.run();
+  return exit_code;
+}

@@ -1,0 +1,438 @@
+#include "cosession/serving/rest_json.h"
+
+#include <boost/json.hpp>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace cosession {
+namespace {
+
+namespace json = boost::json;
+
+absl::Status Invalid(absl::string_view message) {
+  return absl::InvalidArgumentError(message);
+}
+
+// A value as TensorFlow Serving quotes it in errors: its JSON, cut at 256.
+std::string Quoted(const json::value& value) {
+  std::string text = json::serialize(value);
+  if (text.size() > 256) text.resize(256);
+  return text;
+}
+
+std::string ShapeText(const std::vector<int64_t>& dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// The shape a JSON tensor has: the size of the first list at each level.
+std::vector<int64_t> InferShape(const json::value& value) {
+  std::vector<int64_t> dims;
+  const json::value* v = &value;
+  while (v->is_array()) {
+    const json::array& a = v->get_array();
+    dims.push_back(static_cast<int64_t>(a.size()));
+    if (a.empty()) break;
+    v = &a[0];
+  }
+  return dims;
+}
+
+// Appends the leaves of `value` (checked against `dims` from `level` on)
+// to `out` as T.
+template <typename T>
+absl::Status AppendLeaves(const json::value& value,
+                          const std::vector<int64_t>& dims, size_t level,
+                          DType dtype, std::vector<T>& out) {
+  if (value.is_array()) {
+    const json::array& a = value.get_array();
+    if (level >= dims.size()) {
+      return Invalid(absl::StrCat("Encountered list at unexpected level: ",
+                                  level, " expected < ", dims.size()));
+    }
+    if (static_cast<int64_t>(a.size()) != dims[level]) {
+      return Invalid(
+          absl::StrCat("Encountered list at unexpected size: ", a.size(),
+                       " at level: ", level, " expected size: ", dims[level]));
+    }
+    for (const json::value& e : a) {
+      if (absl::Status s = AppendLeaves(e, dims, level + 1, dtype, out);
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+  if (level != dims.size()) {
+    return Invalid(absl::StrCat(
+        "JSON Value: ", Quoted(value), " found at incorrect level: ", level + 1,
+        " in the JSON DOM. Expected at level: ", dims.size() + 1));
+  }
+  auto wrong = [&] {
+    return Invalid(
+        absl::StrCat("JSON Value: ", Quoted(value),
+                     " is not of expected type: ", DTypeName(dtype)));
+  };
+  if constexpr (std::is_same_v<T, bool>) {
+    if (!value.is_bool()) return wrong();
+    out.push_back(value.get_bool());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (value.is_double()) {
+      out.push_back(static_cast<T>(value.get_double()));
+    } else if (value.is_int64()) {
+      out.push_back(static_cast<T>(value.get_int64()));
+    } else if (value.is_uint64()) {
+      out.push_back(static_cast<T>(value.get_uint64()));
+    } else {
+      return wrong();
+    }
+  } else {
+    int64_t v;
+    if (value.is_int64()) {
+      v = value.get_int64();
+    } else if (value.is_uint64() &&
+               value.get_uint64() <=
+                   static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      v = static_cast<int64_t>(value.get_uint64());
+    } else {
+      return wrong();
+    }
+    if (v < std::numeric_limits<T>::min() ||
+        v > std::numeric_limits<T>::max()) {
+      return wrong();
+    }
+    out.push_back(static_cast<T>(v));
+  }
+  return absl::OkStatus();
+}
+
+// The tensor a JSON value holds, of `dtype`; its shape in `dims`.
+absl::StatusOr<Tensor> TensorFromJson(const json::value& value, DType dtype,
+                                      std::vector<int64_t>& dims) {
+  dims = InferShape(value);
+  return VisitDType(dtype, [&]<typename T>() -> absl::StatusOr<Tensor> {
+    std::vector<T> values;
+    if (absl::Status s = AppendLeaves<T>(value, dims, 0, dtype, values);
+        !s.ok()) {
+      return s;
+    }
+    Tensor t = Tensor::Allocate(dtype, TensorShape(absl::MakeConstSpan(dims)));
+    if (!values.empty()) {
+      if constexpr (std::is_same_v<T, bool>) {
+        auto flat = t.mutable_flat<bool>();
+        for (size_t i = 0; i < values.size(); ++i) flat[i] = values[i];
+      } else {
+        std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+      }
+    }
+    return t;
+  });
+}
+
+// Stacks same-shaped items along a new first dimension.
+Tensor Stack(const std::vector<Tensor>& items, const std::vector<int64_t>& dims,
+             DType dtype) {
+  std::vector<int64_t> shape{static_cast<int64_t>(items.size())};
+  shape.insert(shape.end(), dims.begin(), dims.end());
+  Tensor t = Tensor::Allocate(dtype, TensorShape(absl::MakeConstSpan(shape)));
+  char* out = static_cast<char*>(t.raw_data());
+  for (const Tensor& item : items) {
+    if (item.TotalBytes() > 0)
+      std::memcpy(out, item.raw_data(), item.TotalBytes());
+    out += item.TotalBytes();
+  }
+  return t;
+}
+
+absl::Status RowError(size_t i, const absl::Status& s) {
+  return Invalid(absl::StrCat("Failed to process element: ", i,
+                              " of 'instances' list. Error: ", s.ToString()));
+}
+
+absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
+                                       const Signature& sig) {
+  if (!instances.is_array()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
+                                " Expecting 'instances' to be an list/array"));
+  }
+  const json::array& rows = instances.get_array();
+  if (rows.empty()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
+                                " No values in 'instances' array"));
+  }
+  const bool named = sig.inputs.size() > 1;
+  std::map<std::string, std::vector<Tensor>> items;
+  std::map<std::string, std::vector<int64_t>> item_dims;
+  std::vector<std::string> names;
+  for (const auto& [name, spec] : sig.inputs) names.push_back(name);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json::value& row = rows[i];
+    if (named && !row.is_object()) {
+      return Invalid(
+          "instances is a plain list, but expecting list of objects as "
+          "multiple input tensors required as per tensorinfo_map");
+    }
+    if (named) {
+      const json::object& o = row.get_object();
+      bool same = o.size() == names.size();
+      for (const std::string& n : names) same = same && o.contains(n);
+      if (!same) {
+        return Invalid(absl::StrCat(
+            "Failed to process element: ", i,
+            " of 'instances' list. JSON object: ", Quoted(row),
+            " keys must be equal to: ", absl::StrJoin(names, ",")));
+      }
+    } else if (row.is_object()) {
+      return Invalid(absl::StrCat(
+          "Expecting value/list but got object at item ", i, " of input list"));
+    }
+    for (const auto& [name, spec] : sig.inputs) {
+      const json::value& v = named ? row.get_object().at(name) : row;
+      std::vector<int64_t> dims;
+      absl::StatusOr<Tensor> t = TensorFromJson(v, spec.dtype, dims);
+      if (!t.ok()) return RowError(i, t.status());
+      if (i > 0) {
+        const std::vector<int64_t>& first = item_dims[name];
+        int64_t n_first = 1, n = 1;
+        for (int64_t d : first) n_first *= d;
+        for (int64_t d : dims) n *= d;
+        if (n != n_first) {
+          return RowError(i, Invalid(absl::StrCat("Expecting tensor size: ",
+                                                  n_first, " but got: ", n)));
+        }
+        if (dims != first) {
+          return RowError(
+              i, Invalid(absl::StrCat("Expecting shape ", ShapeText(first),
+                                      " but got: ", ShapeText(dims))));
+        }
+      } else {
+        item_dims[name] = dims;
+      }
+      items[name].push_back(*std::move(t));
+    }
+  }
+  NamedTensors inputs;
+  for (const auto& [name, spec] : sig.inputs) {
+    inputs.emplace(name, Stack(items[name], item_dims[name], spec.dtype));
+  }
+  return inputs;
+}
+
+absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
+                                          const Signature& sig) {
+  NamedTensors inputs;
+  const bool named = sig.inputs.size() > 1 || columns.is_object();
+  if (sig.inputs.size() > 1 && !columns.is_object()) {
+    return Invalid(
+        "inputs is a plain value/list, but expecting an object as multiple "
+        "input tensors required as per tensorinfo_map");
+  }
+  for (const auto& [name, spec] : sig.inputs) {
+    const json::value* v = &columns;
+    if (named) {
+      const json::value* found = columns.get_object().if_contains(name);
+      if (found == nullptr) {
+        return Invalid(absl::StrCat("Missing named input: ", name,
+                                    " in 'inputs' object."));
+      }
+      v = found;
+    }
+    std::vector<int64_t> dims;
+    absl::StatusOr<Tensor> t = TensorFromJson(*v, spec.dtype, dims);
+    if (!t.ok()) return t.status();
+    inputs.emplace(name, *std::move(t));
+  }
+  return inputs;
+}
+
+// ---- writing ----
+
+template <typename T>
+void AppendNumber(std::string& out, T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    out += v ? "true" : "false";
+  } else if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v)) {
+      out += "NaN";
+    } else if (std::isinf(v)) {
+      out += v > 0 ? "Infinity" : "-Infinity";
+    } else {
+      char buffer[64];
+      auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+      (void)ec;
+      const std::string_view text(buffer, end - buffer);
+      out += text;
+      if (text.find_first_of(".eE") == std::string_view::npos) out += ".0";
+    }
+  } else {
+    char buffer[32];
+    auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+    (void)ec;
+    out.append(buffer, end);
+  }
+}
+
+// Elements [offset, offset + count of dims[level..]) of `values`, nested.
+template <typename T>
+void AppendNested(std::string& out, absl::Span<const T> values,
+                  absl::Span<const int64_t> dims, size_t level,
+                  int64_t& offset) {
+  if (level == dims.size()) {
+    AppendNumber(out, values[offset++]);
+    return;
+  }
+  out += '[';
+  for (int64_t i = 0; i < dims[level]; ++i) {
+    if (i > 0) out += ',';
+    AppendNested(out, values, dims, level + 1, offset);
+  }
+  out += ']';
+}
+
+// Row `row` of `t` (or the whole tensor when row < 0).
+void AppendTensor(std::string& out, const Tensor& t, int64_t row) {
+  VisitDType(t.dtype(), [&]<typename T>() {
+    absl::Span<const int64_t> dims = t.shape().dim_sizes();
+    int64_t offset = 0;
+    if (row >= 0) {
+      int64_t per_row = 1;
+      for (size_t i = 1; i < dims.size(); ++i) per_row *= dims[i];
+      offset = row * per_row;
+      dims = dims.subspan(1);
+    }
+    AppendNested<T>(out, t.flat<T>(), dims, 0, offset);
+  });
+}
+
+void AppendString(std::string& out, absl::string_view s) {
+  out += json::serialize(json::string(s.data(), s.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<PredictRequest> ParsePredictRequest(
+    absl::string_view body,
+    const std::map<std::string, Signature>& signatures) {
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
+    return Invalid("JSON Parse error: The document is empty");
+  }
+  json::parse_options options;
+  options.max_depth = 64;
+  boost::system::error_code ec;
+  json::value doc =
+      json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
+  if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
+  if (!doc.is_object()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));
+  }
+  const json::object& o = doc.get_object();
+  PredictRequest request;
+  request.signature_name = kDefaultServingSignature;
+  if (const json::value* name = o.if_contains("signature_name")) {
+    if (!name->is_string()) {
+      return Invalid(absl::StrCat(
+          "JSON Value: ", Quoted(doc),
+          " not formatted correctly. 'signature_name' key must be a string "
+          "value."));
+    }
+    request.signature_name =
+        std::string(name->get_string().data(), name->get_string().size());
+  }
+  auto sig = signatures.find(request.signature_name);
+  if (sig == signatures.end()) {
+    return Invalid(absl::StrCat("Serving signature name: \"",
+                                request.signature_name,
+                                "\" not found in signature def"));
+  }
+  const json::value* instances = o.if_contains("instances");
+  const json::value* columns = o.if_contains("inputs");
+  if (instances != nullptr && columns != nullptr) {
+    return Invalid(absl::StrCat(
+        "JSON Value: ", Quoted(doc),
+        " Not formatted correctly expecting only one of 'inputs' or "
+        "'instances' keys to exist "));
+  }
+  if (instances == nullptr && columns == nullptr) {
+    return Invalid("Missing 'inputs' or 'instances' key");
+  }
+  absl::StatusOr<NamedTensors> inputs =
+      instances != nullptr ? ParseRows(*instances, sig->second)
+                           : ParseColumns(*columns, sig->second);
+  if (!inputs.ok()) return inputs.status();
+  request.format =
+      instances != nullptr ? PredictFormat::kRow : PredictFormat::kColumnar;
+  request.inputs = *std::move(inputs);
+  return request;
+}
+
+absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
+                                                  const NamedTensors& outputs) {
+  std::string out;
+  if (format == PredictFormat::kColumnar) {
+    out = "{\"outputs\":";
+    if (outputs.size() == 1) {
+      AppendTensor(out, outputs.begin()->second, -1);
+    } else {
+      out += '{';
+      bool first = true;
+      for (const auto& [name, t] : outputs) {
+        if (!first) out += ',';
+        first = false;
+        AppendString(out, name);
+        out += ':';
+        AppendTensor(out, t, -1);
+      }
+      out += '}';
+    }
+    out += '}';
+    return out;
+  }
+  int64_t rows = -1;
+  for (const auto& [name, t] : outputs) {
+    if (t.shape().dims() < 1) {
+      return Invalid(
+          absl::StrCat("Tensor name: ", name, " has no shape information "));
+    }
+    const int64_t n = t.shape().dim_size(0);
+    if (rows >= 0 && n != rows) {
+      return Invalid(absl::StrCat("Tensor name: ", name,
+                                  " has inconsistent batch size: ", n,
+                                  " expecting: ", rows));
+    }
+    rows = n;
+  }
+  out = "{\"predictions\":[";
+  for (int64_t r = 0; r < rows; ++r) {
+    if (r > 0) out += ',';
+    if (outputs.size() == 1) {
+      AppendTensor(out, outputs.begin()->second, r);
+      continue;
+    }
+    out += '{';
+    bool first = true;
+    for (const auto& [name, t] : outputs) {
+      if (!first) out += ',';
+      first = false;
+      AppendString(out, name);
+      out += ':';
+      AppendTensor(out, t, r);
+    }
+    out += '}';
+  }
+  out += "]}";
+  return out;
+}
+
+std::string RenderErrorBody(absl::string_view message) {
+  std::string out = "{\"error\":";
+  AppendString(out, message);
+  out += '}';
+  return out;
+}
+
+}  // namespace cosession

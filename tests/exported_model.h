@@ -1,0 +1,47 @@
+// ExportTestModel: a small exported model for the serving tests, written
+// with ExportSavedModel as cosession_train writes its own.
+#ifndef COSESSION_TESTS_EXPORTED_MODEL_H_
+#define COSESSION_TESTS_EXPORTED_MODEL_H_
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "cosession/graph/ops.h"
+#include "cosession/serving/saved_model.h"
+#include "tests/test_ops.h"
+#include "tests/test_util.h"
+
+namespace cosession::testing {
+
+// Exports version `version` of: doubled = x * w, classes = argmax(doubled),
+// x float [-1, 2], w = `factor`; `gated`: each run waits for a trigger.
+inline boost::asio::awaitable<absl::Status> ExportTestModel(std::string dir,
+                                                            int64_t version,
+                                                            float factor,
+                                                            bool gated) {
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
+  Output w = ops::Variable(g, Tensor::Scalar<float>(factor), "w");
+  Output y = ops::Mul(g, x, w, "doubled");
+  if (gated) y = ops::Mul(g, y, TestWait(g, "gate"), "gated");
+  Output classes = ops::ArgMax(g, y, 1, "classes");
+  Operation init = GlobalVariablesInitializer(g);
+  g.Finalize();
+  Session session(g, TestRuntime());
+  RunArgs run_init{.targets = {init}};
+  auto ran = co_await session.Run(run_init, boost::asio::use_awaitable);
+  if (!ran.ok()) co_return ran.status();
+  std::map<std::string, ExportSignature> sigs{
+      {kDefaultServingSignature,
+       {.inputs = {{"x", x}},
+        .outputs = {{"doubled", y}, {"classes", classes}}}}};
+  auto exported = co_await ExportSavedModel(session, sigs, dir, version);
+  co_return exported.status();
+}
+
+}  // namespace cosession::testing
+
+#endif  // COSESSION_TESTS_EXPORTED_MODEL_H_

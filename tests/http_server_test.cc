@@ -1,0 +1,211 @@
+// HttpServer on loopback, with handlers the tests control: keep-alive, the
+// body limit (413), headers trickling in too slowly, idle connections, the
+// connection bound (503), a client leaving mid-request (its handler is
+// cancelled), and Stop draining the request in flight. Waits are on
+// channels and on the server closing connections, never sleeps; each test
+// is bounded by CO_TEST's limit.
+#include "cosession/serving/http_server.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <memory>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "tests/co_test.h"
+#include "tests/http_client.h"
+
+namespace cosession::http_server_test {
+namespace {
+
+namespace asio = boost::asio;
+using testing::ClientReply;
+using testing::HttpCall;
+using testing::HttpConnect;
+using testing::HttpExchange;
+using Signal = asio::experimental::channel<void(boost::system::error_code)>;
+
+HttpHandler Echo() {
+  return [](HttpRequest r) -> asio::awaitable<HttpReply> {
+    HttpReply reply;
+    reply.body = absl::StrCat(r.method, " ", r.target, " ", r.body.size());
+    co_return reply;
+  };
+}
+
+std::unique_ptr<HttpServer> Listening(HttpServerOptions o, HttpHandler h) {
+  o.address = "127.0.0.1";
+  o.port = 0;
+  auto server =
+      HttpServer::Listen(co_test::Io().get_executor(), o, std::move(h));
+  EXPECT_TRUE(server.ok()) << server.status();
+  if (!server.ok()) return nullptr;
+  (*server)->Start();
+  return *std::move(server);
+}
+
+// Reads until the server closes the connection; what it sent.
+asio::awaitable<std::string> ReadUntilClosed(boost::beast::tcp_stream& stream) {
+  std::string got;
+  char buffer[4096];
+  for (;;) {
+    auto [ec, n] = co_await stream.socket().async_read_some(
+        asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+    got.append(buffer, n);
+    if (ec) co_return got;
+  }
+}
+
+CO_TEST(HttpServer, KeepAliveServesSeveralRequestsOnOneConnection) {
+  auto server = Listening({}, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto stream = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(stream.status());
+  for (int i = 0; i < 3; ++i) {
+    auto reply = co_await HttpExchange(*stream, "POST", "/v1/x", "abcd");
+    CO_ASSERT_OK(reply.status());
+    EXPECT_EQ(reply->status, 200u);
+    EXPECT_EQ(reply->body, "POST /v1/x 4");
+    EXPECT_TRUE(reply->keep_alive);
+  }
+  EXPECT_EQ(server->connections(), 1);
+  server->Stop();
+  co_await server->Drained();
+}
+
+CO_TEST(HttpServer, ABodyAboveTheLimitIs413) {
+  HttpServerOptions o;
+  o.max_body_bytes = 100;
+  auto server = Listening(o, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto reply = co_await HttpCall(server->port(), "POST", "/v1/x",
+                                 std::string(1000, 'x'));
+  CO_ASSERT_OK(reply.status());
+  EXPECT_EQ(reply->status, 413u);
+  EXPECT_TRUE(absl::StrContains(reply->body, "larger than 100 bytes"));
+  EXPECT_FALSE(reply->keep_alive);
+  server->Stop();
+  co_await server->Drained();
+}
+
+CO_TEST(HttpServer, AClientWhoseHeadersTrickleLosesItsConnection) {
+  HttpServerOptions o;
+  o.header_timeout = std::chrono::milliseconds(100);
+  auto server = Listening(o, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto stream = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(stream.status());
+  const std::string half = "GET /v1/x HTTP/1.1\r\nHost: a\r\n";
+  co_await asio::async_write(stream->socket(), asio::buffer(half),
+                             asio::use_awaitable);
+  // The rest never comes: the server closes without an answer.
+  std::string got = co_await ReadUntilClosed(*stream);
+  EXPECT_EQ(got, "");
+  server->Stop();
+  co_await server->Drained();
+}
+
+CO_TEST(HttpServer, AnIdleKeptAliveConnectionIsClosed) {
+  HttpServerOptions o;
+  o.idle_timeout = std::chrono::milliseconds(100);
+  auto server = Listening(o, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto stream = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(stream.status());
+  auto reply = co_await HttpExchange(*stream, "GET", "/v1/x", "");
+  CO_ASSERT_OK(reply.status());
+  EXPECT_TRUE(reply->keep_alive);
+  std::string got = co_await ReadUntilClosed(*stream);
+  EXPECT_EQ(got, "");
+  EXPECT_EQ(server->connections(), 0);
+  server->Stop();
+  co_await server->Drained();
+}
+
+CO_TEST(HttpServer, OneConnectionAboveTheBoundIsAnswered503) {
+  HttpServerOptions o;
+  o.max_connections = 1;
+  auto server = Listening(o, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto first = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(first.status());
+  auto ok = co_await HttpExchange(*first, "GET", "/v1/x", "");  // it counts
+  CO_ASSERT_OK(ok.status());
+  auto second = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(second.status());
+  std::string got = co_await ReadUntilClosed(*second);
+  EXPECT_TRUE(absl::StartsWith(got, "HTTP/1.1 503")) << got;
+  server->Stop();
+  co_await server->Drained();
+}
+
+CO_TEST(HttpServer, AClientThatLeavesCancelsItsHandler) {
+  Signal entered(co_test::Io(), 1), cancelled(co_test::Io(), 1);
+  Signal never(co_test::Io(), 1);
+  HttpHandler handler = [&](HttpRequest) -> asio::awaitable<HttpReply> {
+    entered.try_send(boost::system::error_code{});
+    auto [ec] =
+        co_await never.async_receive(asio::as_tuple(asio::use_awaitable));
+    if (ec) cancelled.try_send(boost::system::error_code{});
+    HttpReply reply;
+    co_return reply;
+  };
+  auto server = Listening({}, handler);
+  CO_ASSERT_TRUE(server != nullptr);
+  {
+    auto stream = co_await HttpConnect(server->port());
+    CO_ASSERT_OK(stream.status());
+    const std::string request =
+        "POST /v1/x HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}";
+    co_await asio::async_write(stream->socket(), asio::buffer(request),
+                               asio::use_awaitable);
+    co_await entered.async_receive(asio::use_awaitable);
+  }  // the client closes its connection here
+  co_await cancelled.async_receive(asio::use_awaitable);
+  server->Stop();
+  co_await server->Drained();
+  EXPECT_EQ(server->connections(), 0);
+}
+
+CO_TEST(HttpServer, StopAnswersTheRequestInFlightThenDrains) {
+  Signal entered(co_test::Io(), 1), release(co_test::Io(), 1);
+  HttpHandler handler = [&](HttpRequest) -> asio::awaitable<HttpReply> {
+    entered.try_send(boost::system::error_code{});
+    co_await release.async_receive(asio::use_awaitable);
+    HttpReply reply;
+    reply.body = "done";
+    co_return reply;
+  };
+  auto server = Listening({}, handler);
+  CO_ASSERT_TRUE(server != nullptr);
+  const uint16_t port = server->port();
+  auto busy = co_await HttpConnect(port);
+  CO_ASSERT_OK(busy.status());
+  auto idle = co_await HttpConnect(port);
+  CO_ASSERT_OK(idle.status());
+  const std::string request = "GET /v1/x HTTP/1.1\r\nHost: a\r\n\r\n";
+  co_await asio::async_write(busy->socket(), asio::buffer(request),
+                             asio::use_awaitable);
+  co_await entered.async_receive(asio::use_awaitable);
+  server->Stop();
+  // The idle connection is closed at once, new ones are refused.
+  const std::string idle_got = co_await ReadUntilClosed(*idle);
+  EXPECT_EQ(idle_got, "");
+  auto refused = co_await HttpConnect(port);
+  EXPECT_FALSE(refused.ok());
+  release.try_send(boost::system::error_code{});
+  std::string answer = co_await ReadUntilClosed(*busy);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "Connection: close")) << answer;
+  EXPECT_TRUE(absl::EndsWith(answer, "done")) << answer;
+  co_await server->Drained();
+  EXPECT_EQ(server->connections(), 0);
+}
+
+}  // namespace
+}  // namespace cosession::http_server_test

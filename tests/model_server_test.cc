@@ -1,0 +1,294 @@
+// ModelServer: TensorFlow Serving's REST API over exported models, without
+// HTTP: status, metadata, both predict formats, the error codes its
+// clients expect, a version switch under load, and the batching queue's
+// 503 and the deadline's 504 (driven by a TestWait gate, not by sleeps).
+#include "cosession/serving/model_server.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/channel.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cosession/graph/ops.h"
+#include "tests/co_test.h"
+#include "tests/exported_model.h"
+#include "tests/scratch_dir.h"
+#include "tests/test_ops.h"
+#include "tests/test_util.h"
+
+namespace cosession::model_server_test {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using testing::ScratchDir;
+using testing::TestEvents;
+using testing::TestRuntime;
+
+ModelServerOptions Options(const ScratchDir& dir) {
+  ModelServerOptions o;
+  o.model_name = "m";
+  o.model_base_path = dir.path();
+  o.file_system_poll_wait = std::chrono::milliseconds(0);  // PollNow only
+  return o;
+}
+
+asio::awaitable<std::shared_ptr<ModelServer>> Started(ModelServerOptions o) {
+  auto server = co_await ModelServer::Start(o, TestRuntime());
+  EXPECT_TRUE(server.ok()) << server.status();
+  co_return server.ok() ? *server : nullptr;
+}
+
+json::value Parsed(const HttpReply& reply) {
+  boost::system::error_code ec;
+  json::value v = json::parse(reply.body, ec);
+  EXPECT_FALSE(ec) << reply.body;
+  return v;
+}
+
+CO_TEST(ModelServer, ServesStatusMetadataAndBothPredictFormats) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  auto server = co_await Started(Options(dir));
+  CO_ASSERT_TRUE(server != nullptr);
+
+  HttpReply status = co_await server->Handle("GET", "/v1/models/m", "");
+  EXPECT_EQ(status.status, 200u);
+  EXPECT_EQ(Parsed(status),
+            json::parse(R"({"model_version_status": [{"version": "1",
+                "state": "AVAILABLE",
+                "status": {"error_code": "OK", "error_message": ""}}]})"));
+  HttpReply one = co_await server->Handle("GET", "/v1/models/m/versions/1", "");
+  EXPECT_EQ(one.status, 200u);
+
+  HttpReply metadata =
+      co_await server->Handle("GET", "/v1/models/m/metadata", "");
+  EXPECT_EQ(metadata.status, 200u);
+  json::value meta = Parsed(metadata);
+  EXPECT_EQ(meta.at("model_spec").at("version"), "1");
+  const json::value& x = meta.at("metadata")
+                             .at("signature_def")
+                             .at("signature_def")
+                             .at("serving_default")
+                             .at("inputs")
+                             .at("x");
+  EXPECT_EQ(x.at("dtype"), "DT_FLOAT");
+  EXPECT_EQ(x.at("tensor_shape").at("dim").at(0).at("size"), "-1");
+  EXPECT_EQ(x.at("tensor_shape").at("dim").at(1).at("size"), "2");
+  EXPECT_EQ(x.at("name"), "x:0");
+
+  HttpReply rows = co_await server->Handle(
+      "POST", "/v1/models/m:predict", R"({"instances": [[1, 2], [4, 3]]})");
+  EXPECT_EQ(rows.status, 200u) << rows.body;
+  EXPECT_EQ(rows.body, R"({"predictions":[{"classes":1,"doubled":[2.0,4.0]},)"
+                       R"({"classes":0,"doubled":[8.0,6.0]}]})");
+  HttpReply columns = co_await server->Handle(
+      "POST", "/v1/models/m/versions/1:predict",
+      R"({"signature_name": "serving_default", "inputs": [[1, 2]]})");
+  EXPECT_EQ(columns.status, 200u) << columns.body;
+  EXPECT_EQ(columns.body,
+            R"({"outputs":{"classes":[1],"doubled":[[2.0,4.0]]}})");
+  server->Stop();
+}
+
+CO_TEST(ModelServer, ErrorsAreTensorFlowServingsCodesAndMessages) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 3, 2.0f, false));
+  auto server = co_await Started(Options(dir));
+  CO_ASSERT_TRUE(server != nullptr);
+  struct Case {
+    std::string method, target, body;
+    unsigned status;
+    std::string message_part;
+  };
+  const std::vector<Case> cases = {
+      {"POST", "/v1/models/nope:predict", R"({"instances": [[1, 2]]})", 404,
+       "Servable not found for request: Latest(nope)"},
+      {"POST", "/v1/models/m/versions/9:predict", R"({"instances": [[1, 2]]})",
+       404, "Servable not found for request: Specific(m, 9)"},
+      {"GET", "/v1/models/nope", "", 404,
+       "Could not find any versions of model nope"},
+      {"GET", "/v1/models/m/versions/9", "", 404,
+       "Could not find version 9 of model m"},
+      {"GET", "/v1/models/m/versions/9/metadata", "", 404,
+       "Servable not found for request: Specific(m, 9)"},
+      {"POST", "/v1/models/m:predict", "{\"instances\": [[1, 2]", 400,
+       "JSON Parse error"},
+      {"POST", "/v1/models/m:predict", R"({"instances": [[1, "a"]]})", 400,
+       "is not of expected type: float"},
+      {"POST", "/v1/models/m:predict", R"({"instances": [[1, 2, 3]]})", 400,
+       "input 'x' has shape [1,3]"},
+      {"POST", "/v1/models/m:predict",
+       R"({"signature_name": "other", "instances": [[1, 2]]})", 400,
+       "Serving signature name: \"other\" not found in signature def"},
+      {"PUT", "/v1/models/m:predict", "", 400,
+       "Malformed request: PUT /v1/models/m:predict"},
+      {"POST", "/v1/models/m:explain", "", 400, "Malformed request"},
+      {"GET", "/v1/models/m:predict", "", 400, "Malformed request"},
+      {"GET", "/v1/models", "", 400, "Missing model name in request."},
+      {"POST", "/v1/models/m/labels/stable:predict", "{}", 400,
+       "Unrecognized servable version label: stable"},
+      {"POST", "/v1/models/m:classify", "{}", 501, "not implemented"},
+      {"POST", "/v1/models/m/versions/99999999999999999999:predict", "{}", 400,
+       "Failed to convert version"},
+      {"GET", "/v2/models/m", "", 404, "Not found"},
+  };
+  for (const Case& c : cases) {
+    HttpReply reply = co_await server->Handle(c.method, c.target, c.body);
+    EXPECT_EQ(reply.status, c.status) << c.method << " " << c.target;
+    EXPECT_EQ(reply.content_type, "application/json");
+    json::value body = Parsed(reply);
+    CO_ASSERT_TRUE(body.is_object() && body.as_object().contains("error"));
+    EXPECT_TRUE(absl::StrContains(std::string(body.at("error").as_string()),
+                                  c.message_part))
+        << c.method << " " << c.target << ": " << reply.body;
+  }
+  HttpReply metrics =
+      co_await server->Handle("GET", ModelServer::kPrometheusPath, "");
+  EXPECT_EQ(metrics.status, 200u);
+  EXPECT_TRUE(absl::StrContains(metrics.body,
+                                ":tensorflow:serving:request_count{model_name="
+                                "\"m\",status=\"NOT_FOUND\"}"))
+      << metrics.body;
+  EXPECT_TRUE(absl::StrContains(
+      metrics.body, "# TYPE :tensorflow:serving:request_latency histogram"));
+  server->Stop();
+}
+
+// `n` predictions, one after the other; the factor each answer shows.
+asio::awaitable<void> PredictLoop(
+    std::shared_ptr<ModelServer> server, int n,
+    std::vector<std::string>* answers,
+    asio::experimental::channel<void(boost::system::error_code)>* done) {
+  for (int i = 0; i < n; ++i) {
+    HttpReply reply = co_await server->Handle("POST", "/v1/models/m:predict",
+                                              R"({"instances": [[1, 0]]})");
+    answers->push_back(absl::StrCat(reply.status, " ", reply.body));
+  }
+  done->try_send(boost::system::error_code{});
+}
+
+CO_TEST(ModelServer, ANewVersionIsServedWithNoFailedRequestAndTheOldUnloaded) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  auto server = co_await Started(Options(dir));
+  CO_ASSERT_TRUE(server != nullptr);
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 2, 3.0f, false));
+  constexpr int kClients = 8;
+  std::vector<std::vector<std::string>> answers(kClients);
+  asio::experimental::channel<void(boost::system::error_code)> done(
+      co_test::Io(), kClients);
+  for (int i = 0; i < kClients; ++i) {
+    asio::co_spawn(co_test::Io(), PredictLoop(server, 20, &answers[i], &done),
+                   asio::detached);
+  }
+  co_await server->PollNow();  // while the clients' requests are in flight
+  EXPECT_EQ(server->serving_version(), 2);
+  for (int i = 0; i < kClients; ++i) {
+    co_await done.async_receive(asio::use_awaitable);
+  }
+  int old_answers = 0;
+  for (const auto& client : answers) {
+    for (const std::string& a : client) {
+      const bool v1 =
+          a == R"(200 {"predictions":[{"classes":0,"doubled":[2.0,0.0]}]})";
+      const bool v2 =
+          a == R"(200 {"predictions":[{"classes":0,"doubled":[3.0,0.0]}]})";
+      EXPECT_TRUE(v1 || v2) << a;
+      old_answers += v1;
+    }
+  }
+  EXPECT_GT(old_answers, 0);  // requests that started on version 1 ended on it
+  HttpReply after = co_await server->Handle("POST", "/v1/models/m:predict",
+                                            R"({"instances": [[1, 0]]})");
+  EXPECT_EQ(after.body,
+            R"({"predictions":[{"classes":0,"doubled":[3.0,0.0]}]})");
+  // Version 1 had no request left: unloaded (its END is posted).
+  co_await asio::post(co_test::Io(), asio::use_awaitable);
+  HttpReply status = co_await server->Handle("GET", "/v1/models/m", "");
+  json::value states = Parsed(status).at("model_version_status");
+  CO_ASSERT_TRUE(states.as_array().size() == 2);
+  EXPECT_EQ(states.at(0).at("version"), "2");
+  EXPECT_EQ(states.at(0).at("state"), "AVAILABLE");
+  EXPECT_EQ(states.at(1).at("version"), "1");
+  EXPECT_EQ(states.at(1).at("state"), "END");
+  server->Stop();
+}
+
+CO_TEST(ModelServer, AVersionThatFailsToLoadIsReportedAndTheOldKeepsServing) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  auto server = co_await Started(Options(dir));
+  CO_ASSERT_TRUE(server != nullptr);
+  std::filesystem::create_directories(dir / "5");  // no model.json
+  co_await server->PollNow();
+  EXPECT_EQ(server->serving_version(), 1);
+  HttpReply status =
+      co_await server->Handle("GET", "/v1/models/m/versions/5", "");
+  json::value state = Parsed(status).at("model_version_status").at(0);
+  EXPECT_EQ(state.at("state"), "END");
+  EXPECT_EQ(state.at("status").at("error_code"), "NOT_FOUND");
+  HttpReply still = co_await server->Handle("POST", "/v1/models/m:predict",
+                                            R"({"instances": [[1, 0]]})");
+  EXPECT_EQ(still.status, 200u);
+  server->Stop();
+}
+
+CO_TEST(ModelServer, StartFailsNamingTheBasePathOrTheVersion) {
+  ScratchDir dir;
+  ModelServerOptions o = Options(dir);
+  o.model_base_path = dir / "missing";
+  auto missing = co_await ModelServer::Start(o, TestRuntime());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(missing.status().message(), "missing"));
+  auto empty = co_await ModelServer::Start(Options(dir), TestRuntime());
+  EXPECT_EQ(empty.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(empty.status().message(), "no version"));
+}
+
+CO_TEST(ModelServer, AFullBatchingQueueIs503AndADeadlineIs504) {
+  TestEvents events;
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, true));
+  ModelServerOptions o = Options(dir);
+  o.enable_batching = true;
+  o.batching = {.max_batch_size = 1,
+                .batch_timeout = std::chrono::microseconds(0),
+                .max_enqueued_batches = 1,
+                .num_batch_threads = 1};
+  o.rest_api_timeout = std::chrono::milliseconds(200);
+  auto server = co_await Started(o);
+  CO_ASSERT_TRUE(server != nullptr);
+  std::vector<std::vector<std::string>> answers(2);
+  asio::experimental::channel<void(boost::system::error_code)> done(
+      co_test::Io(), 2);
+  // The first runs (held by the gate), the second waits in the queue.
+  asio::co_spawn(co_test::Io(), PredictLoop(server, 1, &answers[0], &done),
+                 asio::detached);
+  (void)co_await events.started.async_receive(asio::use_awaitable);
+  asio::co_spawn(co_test::Io(), PredictLoop(server, 1, &answers[1], &done),
+                 asio::detached);
+  co_await asio::post(co_test::Io(), asio::use_awaitable);
+  HttpReply full = co_await server->Handle("POST", "/v1/models/m:predict",
+                                           R"({"instances": [[1, 0]]})");
+  EXPECT_EQ(full.status, 503u) << full.body;
+  // Nothing is released: both run out of time.
+  co_await done.async_receive(asio::use_awaitable);
+  co_await done.async_receive(asio::use_awaitable);
+  for (const auto& a : answers) {
+    CO_ASSERT_TRUE(a.size() == 1);
+    EXPECT_TRUE(absl::StartsWith(a[0], "504 ")) << a[0];
+  }
+  server->Stop();
+}
+
+}  // namespace
+}  // namespace cosession::model_server_test

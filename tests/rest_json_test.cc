@@ -1,0 +1,152 @@
+// TensorFlow Serving's predict bodies: both request formats into tensors,
+// both response formats out of them, and the error messages its clients
+// see (cases from TensorFlow Serving's REST API documentation).
+#include "cosession/serving/rest_json.h"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+
+namespace cosession::rest_json_test {
+namespace {
+
+SignatureTensor Spec(DType dtype, TensorShape shape) {
+  return {.tensor = Output(), .dtype = dtype, .shape = std::move(shape)};
+}
+
+// serving_default: x float [-1, 2]; "pair": a float [-1], b int64 [-1].
+std::map<std::string, Signature> Signatures() {
+  std::map<std::string, Signature> sigs;
+  sigs[kDefaultServingSignature].inputs["x"] =
+      Spec(DType::kFloat, TensorShape{-1, 2});
+  sigs[kDefaultServingSignature].outputs["y"] =
+      Spec(DType::kFloat, TensorShape{-1});
+  sigs["pair"].inputs["a"] = Spec(DType::kFloat, TensorShape{-1});
+  sigs["pair"].inputs["b"] = Spec(DType::kInt64, TensorShape{-1});
+  return sigs;
+}
+
+absl::StatusOr<PredictRequest> Parse(absl::string_view body) {
+  return ParsePredictRequest(body, Signatures());
+}
+
+TEST(RestJson, RowFormatStacksTheInstances) {
+  auto request = Parse(R"({"instances": [[1, 2.5], [3, 4]]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->format, PredictFormat::kRow);
+  EXPECT_EQ(request->signature_name, "serving_default");
+  const Tensor& x = request->inputs.at("x");
+  EXPECT_EQ(x.shape().DebugString(), "[2,2]");
+  EXPECT_EQ(x.flat<float>()[1], 2.5f);
+  EXPECT_EQ(x.flat<float>()[3], 4.0f);
+}
+
+TEST(RestJson, RowFormatWithSeveralInputsTakesObjects) {
+  auto request = Parse(R"({"signature_name": "pair",
+      "instances": [{"a": 1.5, "b": 7}, {"a": 2, "b": -3}]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->inputs.at("a").shape().DebugString(), "[2]");
+  EXPECT_EQ(request->inputs.at("b").flat<int64_t>()[1], -3);
+}
+
+TEST(RestJson, ColumnarFormatTakesWholeTensors) {
+  auto request = Parse(R"({"inputs": [[1, 2], [3, 4], [5, 6]]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->format, PredictFormat::kColumnar);
+  EXPECT_EQ(request->inputs.at("x").shape().DebugString(), "[3,2]");
+  request = Parse(R"({"signature_name": "pair",
+                      "inputs": {"a": [1, 2, 3], "b": [4]}})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->inputs.at("a").shape().DebugString(), "[3]");
+  EXPECT_EQ(request->inputs.at("b").shape().DebugString(), "[1]");
+}
+
+TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
+  const std::map<std::string, std::string> cases = {
+      {"", "JSON Parse error: The document is empty"},
+      {"{\"instances\": [1,", "JSON Parse error"},
+      {"[1, 2]", "Is not object"},
+      {R"({"signature_name": 3, "instances": [[1, 2]]})",
+       "'signature_name' key must be a string value."},
+      {R"({"signature_name": "nope", "instances": [[1, 2]]})",
+       "Serving signature name: \"nope\" not found in signature def"},
+      {R"({"instances": [[1, 2]], "inputs": [[1, 2]]})",
+       "expecting only one of 'inputs' or 'instances' keys to exist"},
+      {R"({"rows": [[1, 2]]})", "Missing 'inputs' or 'instances' key"},
+      {R"({"instances": 5})", "Expecting 'instances' to be an list/array"},
+      {R"({"instances": []})", "No values in 'instances' array"},
+      {R"({"instances": [[1, 2], [3, 4], [5, 6, 7]]})",
+       "Failed to process element: 2 of 'instances' list. Error: "
+       "INVALID_ARGUMENT: Expecting tensor size: 2 but got: 3"},
+      {R"({"instances": [[1, 2], [[3, 4]]]})",
+       "Expecting shape [2] but got: [1,2]"},
+      {R"({"instances": [[1, "two"]]})",
+       "JSON Value: \"two\" is not of expected type: float"},
+      {R"({"inputs": [[1, 2], [3]]})",
+       "Encountered list at unexpected size: 1 at level: 1 expected size: 2"},
+      {R"({"signature_name": "pair", "instances": [1, 2]})",
+       "instances is a plain list, but expecting list of objects"},
+      {R"({"signature_name": "pair", "instances": [{"a": 1}]})",
+       "keys must be equal to: a,b"},
+      {R"({"signature_name": "pair", "inputs": {"a": [1]}})",
+       "Missing named input: b in 'inputs' object."},
+      {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [true]}})",
+       "JSON Value: true is not of expected type: int64"},
+  };
+  for (const auto& [body, message] : cases) {
+    auto request = Parse(body);
+    ASSERT_FALSE(request.ok()) << body;
+    EXPECT_EQ(request.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(request.status().message(), message))
+        << body << "\n  got: " << request.status().message();
+  }
+}
+
+TEST(RestJson, RowResponsesHaveOneItemPerRow) {
+  NamedTensors one{{"y", Tensor::FromVector<float>({3.5f, 4.0f, 0.1f})}};
+  auto body = RenderPredictResponse(PredictFormat::kRow, one);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, R"({"predictions":[3.5,4.0,0.1]})");
+  NamedTensors two{
+      {"classes", Tensor::FromVector<int64_t>({7, 1})},
+      {"probabilities", Tensor::FromVector<float>({0.25f, 0.75f, 1.0f, 0.0f},
+                                                  TensorShape{2, 2})}};
+  body = RenderPredictResponse(PredictFormat::kRow, two);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body,
+            R"({"predictions":[{"classes":7,"probabilities":[0.25,0.75]},)"
+            R"({"classes":1,"probabilities":[1.0,0.0]}]})");
+  NamedTensors ragged{{"a", Tensor::FromVector<float>({1, 2})},
+                      {"b", Tensor::FromVector<float>({1, 2, 3})}};
+  body = RenderPredictResponse(PredictFormat::kRow, ragged);
+  EXPECT_TRUE(absl::StrContains(body.status().message(),
+                                "has inconsistent batch size: 3 expecting: 2"))
+      << body.status();
+  NamedTensors scalar{{"s", Tensor::Scalar<float>(1)}};
+  body = RenderPredictResponse(PredictFormat::kRow, scalar);
+  EXPECT_TRUE(absl::StrContains(body.status().message(),
+                                "Tensor name: s has no shape information"));
+}
+
+TEST(RestJson, ColumnarResponsesAndSpecialValues) {
+  NamedTensors one{{"y", Tensor::FromVector<double>(
+                             {1e300, std::numeric_limits<double>::infinity(),
+                              std::numeric_limits<double>::quiet_NaN(), -2})}};
+  auto body = RenderPredictResponse(PredictFormat::kColumnar, one);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, R"({"outputs":[1e+300,Infinity,NaN,-2.0]})");
+  Tensor yes(DType::kBool, TensorShape{1});
+  yes.mutable_flat<bool>()[0] = true;
+  NamedTensors two{{"a", yes}, {"b", Tensor::Scalar<int32_t>(-5)}};
+  body = RenderPredictResponse(PredictFormat::kColumnar, two);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, R"({"outputs":{"a":[true],"b":-5}})");
+  EXPECT_EQ(RenderErrorBody("bad \"x\"\n"), R"({"error":"bad \"x\"\n"})");
+}
+
+}  // namespace
+}  // namespace cosession::rest_json_test

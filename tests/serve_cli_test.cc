@@ -1,0 +1,105 @@
+// cosession_serve as its users run it, as a child process: it serves an
+// exported model over HTTP on the port it prints, answers a TensorFlow
+// Serving client's predict, drains and exits 0 on SIGTERM; bad flags exit
+// 2 naming the flag; a base path without a model exits 1 saying why.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tests/child_process.h"
+#include "tests/co_test.h"
+#include "tests/exported_model.h"
+#include "tests/http_client.h"
+#include "tests/scratch_dir.h"
+
+namespace cosession::serve_cli_test {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ChildProcess;
+using testing::ExitCodeOf;
+using testing::ScratchDir;
+
+constexpr char kServe[] = COSESSION_SERVE_BINARY;
+constexpr auto kLimit = 60s;
+
+// The port in "... at http://127.0.0.1:PORT/v1/models/m".
+uint16_t PortIn(const std::string& output) {
+  const std::string marker = "at http://127.0.0.1:";
+  const size_t at = output.find(marker);
+  if (at == std::string::npos) return 0;
+  const size_t begin = at + marker.size();
+  const size_t end = output.find('/', begin);
+  int port = 0;
+  if (!absl::SimpleAtoi(output.substr(begin, end - begin), &port)) return 0;
+  return static_cast<uint16_t>(port);
+}
+
+CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 4, 2.0f, false));
+  ChildProcess child({kServe, "--model_name=m",
+                      "--model_base_path=" + dir.path(),
+                      "--rest_api_address=127.0.0.1", "--rest_api_port=0"});
+  CO_ASSERT_TRUE(child.started());
+  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
+  const uint16_t port = PortIn(child.output());
+  CO_ASSERT_TRUE(port != 0);
+  auto status = co_await testing::HttpCall(port, "GET", "/v1/models/m", "");
+  CO_ASSERT_OK(status.status());
+  EXPECT_EQ(status->status, 200u);
+  EXPECT_NE(status->body.find("\"AVAILABLE\""), std::string::npos);
+  auto predicted = co_await testing::HttpCall(
+      port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
+  CO_ASSERT_OK(predicted.status());
+  EXPECT_EQ(predicted->status, 200u);
+  EXPECT_EQ(predicted->body,
+            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
+  child.Signal(SIGTERM);
+  std::optional<int> exited = child.Wait(kLimit);
+  CO_ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+  EXPECT_NE(child.output().find("cosession_serve: stopped"), std::string::npos)
+      << child.output();
+}
+
+TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
+  ScratchDir dir;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--rest_api_port=70000", "--model_base_path=" + dir.path()},
+       "--rest_api_port"},
+      {{}, "--model_base_path"},
+      {{"--model_base_path=" + dir.path(), "--batching_parameters_file=x"},
+       "--batching_parameters_file"},
+      {{"--model_base_path=" + dir.path(), "--rest_api_timeout_in_ms=soon"},
+       "--rest_api_timeout_in_ms"},
+  };
+  for (const auto& [args, flag] : cases) {
+    std::vector<std::string> argv{kServe};
+    argv.insert(argv.end(), args.begin(), args.end());
+    ChildProcess child(argv);
+    ASSERT_TRUE(child.started());
+    std::optional<int> exited = child.Wait(kLimit);
+    ASSERT_TRUE(exited.has_value());
+    EXPECT_EQ(ExitCodeOf(*exited), 2) << child.output();
+    EXPECT_NE(child.output().find(flag), std::string::npos) << child.output();
+  }
+}
+
+TEST(ServeCli, ABasePathWithoutAVersionExits1SayingWhy) {
+  ScratchDir dir;
+  ChildProcess child({kServe, "--model_base_path=" + dir.path()});
+  ASSERT_TRUE(child.started());
+  std::optional<int> exited = child.Wait(kLimit);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(ExitCodeOf(*exited), 1) << child.output();
+  EXPECT_NE(child.output().find("no version of servable default"),
+            std::string::npos)
+      << child.output();
+}
+
+}  // namespace
+}  // namespace cosession::serve_cli_test
