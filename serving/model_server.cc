@@ -11,9 +11,9 @@
 #include <cstdio>
 #include <exception>
 #include <optional>
-#include <regex>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/io/atomic_file.h"
@@ -118,6 +118,103 @@ std::string LabelValue(absl::string_view v) {
     out += c;
   }
   return out;
+}
+
+// The parts of a REST path, matched as TensorFlow Serving's regular
+// expressions match them (case-insensitive literals):
+//   POST
+//   (?i)/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)
+//   GET
+//   (?i)/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?
+// By hand rather than with std::regex: g++ 12 reports its internals as
+// maybe-uninitialized in the sanitizer builds, and a path is matched per
+// request.
+struct RestPath {
+  std::optional<std::string> name;
+  std::optional<std::string> version;  // digits, not yet converted
+  std::optional<std::string> label;
+  std::string verb;  // as written: the verb compares case-sensitively
+};
+
+bool ConsumeIgnoringCase(absl::string_view& s, absl::string_view prefix) {
+  if (s.size() < prefix.size() ||
+      !absl::EqualsIgnoreCase(s.substr(0, prefix.size()), prefix)) {
+    return false;
+  }
+  s.remove_prefix(prefix.size());
+  return true;
+}
+
+// [^/:]+ (empty when there is none).
+absl::string_view TakeSegment(absl::string_view& s) {
+  size_t n = 0;
+  while (n < s.size() && s[n] != '/' && s[n] != ':') ++n;
+  absl::string_view segment = s.substr(0, n);
+  s.remove_prefix(n);
+  return segment;
+}
+
+// The optional "/versions/N" or "/labels/L".
+void TakeVersionOrLabel(absl::string_view& s, RestPath& path) {
+  absl::string_view rest = s;
+  if (ConsumeIgnoringCase(rest, "/versions/")) {
+    size_t n = 0;
+    while (n < rest.size() && absl::ascii_isdigit(rest[n])) ++n;
+    if (n > 0) {
+      path.version = std::string(rest.substr(0, n));
+      rest.remove_prefix(n);
+      s = rest;
+    }
+    return;
+  }
+  if (ConsumeIgnoringCase(rest, "/labels/")) {
+    absl::string_view label = TakeSegment(rest);
+    if (!label.empty()) {
+      path.label = std::string(label);
+      s = rest;
+    }
+  }
+}
+
+std::optional<RestPath> MatchPredictPath(absl::string_view s) {
+  RestPath path;
+  if (!ConsumeIgnoringCase(s, "/v1/models/")) return std::nullopt;
+  absl::string_view name = TakeSegment(s);
+  if (name.empty()) return std::nullopt;
+  path.name = std::string(name);
+  TakeVersionOrLabel(s, path);
+  if (s.empty() || s.front() != ':') return std::nullopt;
+  s.remove_prefix(1);
+  if (!absl::EqualsIgnoreCase(s, "classify") &&
+      !absl::EqualsIgnoreCase(s, "regress") &&
+      !absl::EqualsIgnoreCase(s, "predict")) {
+    return std::nullopt;
+  }
+  path.verb = std::string(s);
+  return path;
+}
+
+std::optional<RestPath> MatchStatusPath(absl::string_view s) {
+  RestPath path;
+  if (!ConsumeIgnoringCase(s, "/v1/models")) return std::nullopt;
+  if (!s.empty() && s.front() == '/') {
+    absl::string_view rest = s.substr(1);
+    absl::string_view name = TakeSegment(rest);
+    if (!name.empty()) {
+      path.name = std::string(name);
+      s = rest;
+    }
+  }
+  TakeVersionOrLabel(s, path);
+  if (!s.empty()) {
+    absl::string_view rest = s;
+    if (!ConsumeIgnoringCase(rest, "/") ||
+        !absl::EqualsIgnoreCase(rest, "metadata")) {
+      return std::nullopt;
+    }
+    path.verb = std::string(rest);
+  }
+  return path;
 }
 
 }  // namespace
@@ -338,60 +435,54 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
                                                std::string body) {
   const std::string path = target.substr(0, target.find_first_of("?#"));
   if (path == kPrometheusPath) co_return PrometheusText();
-  static const std::regex kRest("/v1/.*", std::regex::icase);
-  static const std::regex kPredictPath(
-      R"(/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict))",
-      std::regex::icase);
-  static const std::regex kStatusPath(
-      R"(/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:\/(metadata))?)",
-      std::regex::icase);
-  if (!std::regex_match(path, kRest)) {
+  if (!absl::StartsWithIgnoreCase(path, "/v1/")) {
     co_return JsonReply(
         404, RenderErrorBody(absl::StrCat("Not found: ", path,
                                           " (the REST API is under /v1/)")));
   }
   const absl::Status malformed = absl::InvalidArgumentError(
       absl::StrCat("Malformed request: ", method, " ", path));
-  std::smatch m;
-  const bool post = method == "POST" && std::regex_match(path, m, kPredictPath);
-  const bool get =
-      !post && method == "GET" && std::regex_match(path, m, kStatusPath);
-  if (!post && !get) co_return ErrorReply(malformed);
+  std::optional<RestPath> parts;
+  if (method == "POST") parts = MatchPredictPath(path);
+  if (method == "GET") parts = MatchStatusPath(path);
+  if (!parts) co_return ErrorReply(malformed);
   std::optional<std::string> name;
-  if (m[1].matched) name = UrlDecode(m[1].str());
-  if (m[1].matched && !name) co_return ErrorReply(malformed);
+  if (parts->name) {
+    name = UrlDecode(*parts->name);
+    if (!name) co_return ErrorReply(malformed);
+  }
   std::optional<int64_t> version;
-  if (m[2].matched) {
+  if (parts->version) {
     int64_t v;
-    if (!absl::SimpleAtoi(m[2].str(), &v)) {
+    if (!absl::SimpleAtoi(*parts->version, &v)) {
       co_return ErrorReply(absl::InvalidArgumentError(absl::StrCat(
-          "Failed to convert version: ", m[2].str(), " to numeric.")));
+          "Failed to convert version: ", *parts->version, " to numeric.")));
     }
     version = v;
   }
-  if (get) {
+  if (method == "GET") {
     if (!name) {
       co_return ErrorReply(
           absl::InvalidArgumentError("Missing model name in request."));
     }
     // As TensorFlow Serving: the verb compares case-sensitively, and a
     // status request ignores a label.
-    if (m[4].matched && m[4].str() == "metadata") {
-      if (m[3].matched) {
-        co_return ErrorReply(absl::InvalidArgumentError(
-            absl::StrCat("Unrecognized servable version label: ", m[3].str())));
+    if (parts->verb == "metadata") {
+      if (parts->label) {
+        co_return ErrorReply(absl::InvalidArgumentError(absl::StrCat(
+            "Unrecognized servable version label: ", *parts->label)));
       }
       co_return Metadata(*name, version);
     }
     co_return Status(*name, version);
   }
-  const std::string verb = m[4].str();
+  const std::string& verb = parts->verb;
   if (verb != "predict" && verb != "classify" && verb != "regress") {
     co_return ErrorReply(malformed);
   }
-  if (m[3].matched) {
+  if (parts->label) {
     co_return ErrorReply(absl::InvalidArgumentError(
-        absl::StrCat("Unrecognized servable version label: ", m[3].str())));
+        absl::StrCat("Unrecognized servable version label: ", *parts->label)));
   }
   if (verb != "predict") {
     co_return ErrorReply(absl::UnimplementedError(absl::StrCat(
