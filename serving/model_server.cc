@@ -568,25 +568,22 @@ asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
     metrics_->Record(request.status().code());
     co_return ErrorReply(request.status());
   }
-  if (absl::StatusOr<int64_t> rows = CheckSignatureInputs(
-          served->model->signatures.at(request->signature_name),
-          request->inputs);
-      !rows.ok()) {
-    metrics_->Record(rows.status().code());
-    co_return ErrorReply(rows.status());
-  }
   RunOptions run_options;
   if (options_.rest_api_timeout.count() > 0) {
     run_options.timeout = options_.rest_api_timeout;
   }
   absl::StatusOr<NamedTensors> outputs;
   auto batcher = served->batchers.find(request->signature_name);
+  const Signature& sig = served->model->signatures.at(request->signature_name);
   if (batcher != served->batchers.end()) {
+    // The batcher checks the inputs against the signature itself.
     outputs = co_await batcher->second->Run(std::move(request->inputs),
                                             run_options, asio::use_awaitable);
+  } else if (absl::StatusOr<int64_t> rows =
+                 CheckSignatureInputs(sig, request->inputs);
+             !rows.ok()) {
+    outputs = rows.status();
   } else {
-    const Signature& sig =
-        served->model->signatures.at(request->signature_name);
     RunArgs args;
     args.options = run_options;
     std::vector<std::string> names;

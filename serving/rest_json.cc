@@ -313,6 +313,21 @@ void AppendString(std::string& out, absl::string_view s) {
   out += json::serialize(json::string(s.data(), s.size()));
 }
 
+// {"name": <row `row` of the tensor (all of it when row < 0)>, ...}.
+void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
+                        int64_t row) {
+  out += '{';
+  bool first = true;
+  for (const auto& [name, t] : tensors) {
+    if (!first) out += ',';
+    first = false;
+    AppendString(out, name);
+    out += ':';
+    AppendTensor(out, t, row);
+  }
+  out += '}';
+}
+
 }  // namespace
 
 absl::StatusOr<PredictRequest> ParsePredictRequest(
@@ -378,16 +393,7 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
     if (outputs.size() == 1) {
       AppendTensor(out, outputs.begin()->second, -1);
     } else {
-      out += '{';
-      bool first = true;
-      for (const auto& [name, t] : outputs) {
-        if (!first) out += ',';
-        first = false;
-        AppendString(out, name);
-        out += ':';
-        AppendTensor(out, t, -1);
-      }
-      out += '}';
+      AppendNamedTensors(out, outputs, -1);
     }
     out += '}';
     return out;
@@ -411,18 +417,9 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
     if (r > 0) out += ',';
     if (outputs.size() == 1) {
       AppendTensor(out, outputs.begin()->second, r);
-      continue;
+    } else {
+      AppendNamedTensors(out, outputs, r);
     }
-    out += '{';
-    bool first = true;
-    for (const auto& [name, t] : outputs) {
-      if (!first) out += ',';
-      first = false;
-      AppendString(out, name);
-      out += ':';
-      AppendTensor(out, t, r);
-    }
-    out += '}';
   }
   out += "]}";
   return out;
