@@ -116,7 +116,7 @@ BENCHMARK(BM_Step_NoHooks)->UseRealTime();
 void BM_Step_SyncHooks(benchmark::State& state) {
   RunCoroutine(StepLoop(state, MakeHooks<SyncHook>(state.range(0))));
 }
-BENCHMARK(BM_Step_SyncHooks)->Arg(1)->Arg(10)->UseRealTime();
+BENCHMARK(BM_Step_SyncHooks)->Arg(1)->Arg(10)->Arg(100)->UseRealTime();
 
 // The hooks as coroutines that complete without suspending: what a hook
 // costs when it does not use SyncSessionRunHook.

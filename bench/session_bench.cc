@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench/bench_util.h"
+#include "cosession/async/executor.h"
 #include "cosession/async/session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/tensor_eigen.h"
@@ -88,7 +89,7 @@ void BM_Executor_Chain(benchmark::State& state) {
   RunCoroutine(RunLoop(state, session, {.fetches = {x}}));
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_Executor_Chain)->Arg(1000)->UseRealTime();
+BENCHMARK(BM_Executor_Chain)->Arg(1000)->Arg(100000)->UseRealTime();
 
 void BM_Baseline_Chain(benchmark::State& state) {
   float one = 1.0f;
@@ -102,7 +103,32 @@ void BM_Baseline_Chain(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
-BENCHMARK(BM_Baseline_Chain)->Arg(1000)->UseRealTime();
+BENCHMARK(BM_Baseline_Chain)->Arg(1000)->Arg(100000)->UseRealTime();
+
+// ---- building a graph and its first run's plan: a chain of N scalar adds
+// (what a first Session::Run of a new graph pays before any op runs). Items
+// are ops, so items_per_second of /1000 and /10000 show whether the cost
+// per op grows with the graph.
+
+void BM_Graph_BuildAndPlan(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  for (auto _ : state) {
+    Graph g;
+    Output one = ops::Const(g, 1.0f);
+    Output x = ops::Const(g, 0.0f);
+    for (int64_t i = 0; i < n; ++i) x = ops::Add(g, x, one);
+    g.Finalize();
+    const Output fetches[] = {x};
+    auto plan = ExecutionPlan::Build(g, {}, fetches, {});
+    if (!plan.ok()) {
+      state.SkipWithError(plan.status().ToString().c_str());
+      break;
+    }
+    benchmark::DoNotOptimize(*plan);
+  }
+  state.SetItemsProcessed(state.iterations() * n);
+}
+BENCHMARK(BM_Graph_BuildAndPlan)->Arg(1000)->Arg(10000)->UseRealTime();
 
 // ---- independent 64x64 MatMuls joined by AddN
 
