@@ -101,7 +101,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     if (needed[id] == nullptr) continue;
     const Node* node = graph.node(id);
     step_of[id] = static_cast<int>(plan->steps_.size());
-    plan->steps_.push_back(Step{node, &node->op_def(), slot, {}, {}, 0});
+    plan->steps_.push_back(
+        Step{.node = node, .op = &node->op_def(), .first_output_slot = slot});
     slot += node->num_outputs();
     if (node->op_def().async_kernel) {
       if (dynamic_cast<const CoroutineKernel*>(
@@ -125,6 +126,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
 
   for (int s = 0; s < plan->num_ops(); ++s) {
     Step& step = plan->steps_[s];
+    step.first_input = plan->num_inputs_;
+    plan->num_inputs_ += step.node->num_inputs();
     absl::InlinedVector<int, 8> predecessors;
     for (const Output& in : step.node->inputs()) {
       step.input_slots.push_back(slot_of(in));
@@ -158,12 +161,21 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (const auto& [output, index] : fed) {
     big[plan->first_feed_slot_ + index] = may_be_big(output.shape());
   }
+  std::vector<int> readers(plan->num_slots_, 0);
+  for (const Step& step : plan->steps_) {
+    for (int in : step.input_slots) ++readers[in];
+  }
+  std::vector<bool> fetched(plan->num_slots_, false);
+  for (int slot : plan->fetch_slots_) fetched[slot] = true;
   plan->slot_uses_.assign(plan->num_slots_, 0);
   for (Step& step : plan->steps_) {
     for (int in : step.input_slots) {
-      if (!big[in]) continue;
-      ++plan->slot_uses_[in];
-      step.release_inputs.push_back(in);
+      if (big[in]) {
+        ++plan->slot_uses_[in];
+        step.release_inputs.push_back(in);
+      } else if (readers[in] == 1 && !fetched[in]) {
+        step.drop_inputs.push_back(in);
+      }
     }
   }
   for (int fetched : plan->fetch_slots_) {
@@ -230,7 +242,7 @@ uint64_t SmallThreadId() {
 class RunState : public std::enable_shared_from_this<RunState> {
  public:
   using Step = ExecutionPlan::Step;
-  using InputPtrs = absl::InlinedVector<const Tensor*, 4>;
+  using InputPtrs = absl::Span<const Tensor* const>;
 
   RunState(std::shared_ptr<const ExecutionPlan> plan,
            std::shared_ptr<ResourceManager> resources, Runtime& runtime,
@@ -240,13 +252,16 @@ class RunState : public std::enable_shared_from_this<RunState> {
         runtime_(runtime),
         trace_(options.trace_level >= RunOptions::kFullTrace),
         slots_(plan_->num_slots_),
+        inputs_(plan_->num_inputs_),
         pending_(plan_->steps_.size()),
         slot_uses_(plan_->slot_uses_.size()),
         remaining_(plan_->num_ops()),
         done_(std::move(done)) {
     for (size_t s = 0; s < plan_->steps_.size(); ++s) {
-      pending_[s].store(plan_->steps_[s].initial_pending,
-                        std::memory_order_relaxed);
+      const Step& step = plan_->steps_[s];
+      pending_[s].store(step.initial_pending, std::memory_order_relaxed);
+      const Tensor** inputs = inputs_.data() + step.first_input;
+      for (int slot : step.input_slots) *inputs++ = &slots_[slot];
     }
     for (size_t i = 0; i < slot_uses_.size(); ++i) {
       slot_uses_[i].store(plan_->slot_uses_[i], std::memory_order_relaxed);
@@ -331,9 +346,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   }
 
   InputPtrs Inputs(const Step& step) const {
-    InputPtrs inputs;
-    for (int slot : step.input_slots) inputs.push_back(&slots_[slot]);
-    return inputs;
+    return InputPtrs(inputs_.data() + step.first_input,
+                     step.input_slots.size());
   }
 
   bool IsExpensive(const Step& step) {
@@ -354,16 +368,23 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // Splits newly ready steps: cheap ones join `ready` (run on this thread),
   // expensive ones go to the pool -- but a pool thread keeps one for itself.
   void Schedule(absl::Span<const int> newly_ready, ReadyList& ready) {
-    const bool on_pool = runtime_.InPoolThread();
-    for (int s : newly_ready) {
-      if (stopped() || !IsExpensive(plan_->steps_[s])) {
-        ready.steps.push_back(s);
-      } else if (on_pool && !ready.holds_expensive) {
-        ready.holds_expensive = true;
-        ready.steps.insert(ready.steps.begin(), s);  // after the cheap ones
-      } else {
-        Enqueue(s);
-      }
+    std::optional<bool> on_pool;
+    for (int s : newly_ready) Schedule(s, ready, on_pool);
+  }
+
+  // `on_pool` is asked only for an expensive step, once per pass: most are
+  // cheap, and the question walks a thread-local list.
+  void Schedule(int s, ReadyList& ready, std::optional<bool>& on_pool) {
+    if (stopped() || !IsExpensive(plan_->steps_[s])) {
+      ready.steps.push_back(s);
+      return;
+    }
+    if (!on_pool.has_value()) on_pool = runtime_.InPoolThread();
+    if (*on_pool && !ready.holds_expensive) {
+      ready.holds_expensive = true;
+      ready.steps.insert(ready.steps.begin(), s);  // after the cheap ones
+    } else {
+      Enqueue(s);
     }
   }
 
@@ -457,19 +478,19 @@ class RunState : public std::enable_shared_from_this<RunState> {
   void Finish(int s, ReadyList& ready) {
     const Step& step = plan_->steps_[s];
     for (int slot : step.dead_outputs) slots_[slot] = Tensor();
+    for (int in : step.drop_inputs) slots_[in] = Tensor();
     for (int in : step.release_inputs) {
       // acq_rel: the last reader's reads happen before the drop.
       if (slot_uses_[in].fetch_sub(1, std::memory_order_acq_rel) == 1) {
         slots_[in] = Tensor();
       }
     }
-    absl::InlinedVector<int, 8> newly_ready;
-    for (int next : plan_->steps_[s].successors) {
+    std::optional<bool> on_pool;
+    for (int next : step.successors) {
       if (pending_[next].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        newly_ready.push_back(next);
+        Schedule(next, ready, on_pool);
       }
     }
-    if (!newly_ready.empty()) Schedule(newly_ready, ready);
     if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) Complete();
   }
 
@@ -566,6 +587,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // (acq_rel on pending_), and read only after.
   // Inline storage: a small plan's run state is a single allocation.
   absl::FixedArray<Tensor, 4> slots_;
+  // Each step's inputs, &slots_[...], from its first_input on.
+  absl::FixedArray<const Tensor*, 8> inputs_;
   absl::FixedArray<std::atomic<int>, 8> pending_;
   absl::FixedArray<std::atomic<int>, 8> slot_uses_;
   std::atomic<int> remaining_;

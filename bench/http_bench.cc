@@ -310,9 +310,9 @@ asio::awaitable<void> SendRequests(beast::tcp_stream& stream, Load& load) {
   beast::flat_buffer buffer;
   for (int i = 0; i < kRequestsPerConnection && load.error.empty(); ++i) {
     const auto start = std::chrono::steady_clock::now();
-    auto [write_ec, written] = co_await asio::async_write(
-        stream, asio::buffer(RequestBytes()),
-        asio::as_tuple(asio::use_awaitable));
+    auto [write_ec, written] =
+        co_await asio::async_write(stream, asio::buffer(RequestBytes()),
+                                   asio::as_tuple(asio::use_awaitable));
     if (write_ec) {
       load.error = absl::StrCat("write: ", write_ec.message());
       co_return;
@@ -413,10 +413,8 @@ BENCHMARK(BM_Http_Predict_Batched)
 void BM_Baseline_HttpParseOnly(benchmark::State& state) {
   (void)RequestBytes();
   ServerThread server;
-  tcp::acceptor acceptor(server.io(),
-                         {asio::ip::make_address("127.0.0.1"), 0});
-  asio::co_spawn(server.io(), HandWrittenAcceptLoop(acceptor),
-                 asio::detached);
+  tcp::acceptor acceptor(server.io(), {asio::ip::make_address("127.0.0.1"), 0});
+  asio::co_spawn(server.io(), HandWrittenAcceptLoop(acceptor), asio::detached);
   RunLoad(state, acceptor.local_endpoint().port());
   // Closing on the server's thread ends the accept loop; the connections
   // end as the load generator closed them, so run() returns, before the

@@ -213,9 +213,9 @@ class EigenMlpTwoThreads {
  private:
   static std::pair<Eigen::Index, Eigen::Index> Half(int n, int half) {
     const int first = n / 2;
-    return half == 0 ? std::make_pair(Eigen::Index{0}, Eigen::Index{first})
-                     : std::make_pair(Eigen::Index{first},
-                                      Eigen::Index{n - first});
+    return half == 0
+               ? std::make_pair(Eigen::Index{0}, Eigen::Index{first})
+               : std::make_pair(Eigen::Index{first}, Eigen::Index{n - first});
   }
 
   MlpSize size_;

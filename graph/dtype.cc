@@ -18,22 +18,6 @@ absl::string_view DTypeName(DType dtype) {
   return "invalid";
 }
 
-size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat:
-      return sizeof(float);
-    case DType::kDouble:
-      return sizeof(double);
-    case DType::kInt32:
-      return sizeof(int32_t);
-    case DType::kInt64:
-      return sizeof(int64_t);
-    case DType::kBool:
-      return sizeof(bool);
-  }
-  return 0;
-}
-
 bool IsFloating(DType dtype) {
   return dtype == DType::kFloat || dtype == DType::kDouble;
 }

@@ -17,8 +17,22 @@ enum class DType { kFloat, kDouble, kInt32, kInt64, kBool };
 // "float", "double", "int32", "int64", "bool".
 absl::string_view DTypeName(DType dtype);
 
-// Size of one element in bytes.
-size_t DTypeSize(DType dtype);
+// Size of one element in bytes. Inline: every tensor allocation asks.
+constexpr size_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat:
+      return sizeof(float);
+    case DType::kDouble:
+      return sizeof(double);
+    case DType::kInt32:
+      return sizeof(int32_t);
+    case DType::kInt64:
+      return sizeof(int64_t);
+    case DType::kBool:
+      return sizeof(bool);
+  }
+  return 0;
+}
 
 bool IsFloating(DType dtype);
 bool IsInteger(DType dtype);

@@ -6,6 +6,7 @@
 #include <new>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/graph/small_block_cache.h"
 #include "cosession/graph/status.h"
 #include "cosession/graph/tensor_allocator.h"
 
@@ -19,12 +20,17 @@ size_t TensorBuffer::BlockBytes(size_t bytes) {
 TensorBuffer* TensorBuffer::Allocate(size_t bytes) {
   // Over-allocate and align by hand: glibc's aligned allocation (memalign)
   // costs ~10 times a plain malloc, and small tensors are allocated per op.
-  // Blocks the allocator would pass to malloc anyway skip it: a scalar op's
-  // output is allocated per run (BM_Executor_Chain).
+  // Small blocks skip TensorAllocator (and its locks): a scalar op's output
+  // is allocated per run (BM_Executor_Chain).
   const size_t block_bytes = BlockBytes(bytes);
-  void* block = TensorAllocator::IsCached(block_bytes)
-                    ? TensorAllocator::Default().Allocate(block_bytes)
-                    : std::malloc(block_bytes);
+  void* block;
+  if (block_bytes <= SmallBlockCache::kMaxBytes) {
+    block = SmallBlockCache::Allocate(block_bytes);
+  } else if (TensorAllocator::IsCached(block_bytes)) {
+    block = TensorAllocator::Default().Allocate(block_bytes);
+  } else {
+    block = std::malloc(block_bytes);
+  }
   if (block == nullptr) throw std::bad_alloc();
   const uintptr_t aligned =
       (reinterpret_cast<uintptr_t>(block) + kAlignment - 1) & ~(kAlignment - 1);
@@ -38,7 +44,9 @@ void TensorBuffer::Unref() {
     void* block = block_;
     const size_t block_bytes = BlockBytes(bytes_);
     this->~TensorBuffer();
-    if (TensorAllocator::IsCached(block_bytes)) {
+    if (block_bytes <= SmallBlockCache::kMaxBytes) {
+      SmallBlockCache::Deallocate(block, block_bytes);
+    } else if (TensorAllocator::IsCached(block_bytes)) {
       TensorAllocator::Default().Deallocate(block, block_bytes);
     } else {
       std::free(block);
@@ -77,6 +85,22 @@ Tensor Tensor::Allocate(DType dtype, TensorShape shape) {
   return Tensor(dtype, std::move(shape), /*zero_fill=*/false);
 }
 
+Tensor Tensor::AllocateWithShapeOf(DType dtype, const Tensor& like) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = like.shape_;
+  t.num_elements_ = like.num_elements_;
+  // `like`'s element count fit its own dtype; a wider one may not.
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  if (t.num_elements_ > kMaxBytes / static_cast<int64_t>(DTypeSize(dtype))) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "A tensor of shape ", t.shape_.DebugString(), " is too large")));
+  }
+  const size_t bytes = t.TotalBytes();
+  if (bytes > 0) t.buffer_ = detail::TensorBuffer::Allocate(bytes);
+  return t;
+}
+
 Tensor::Tensor(const Tensor& other)
     : dtype_(other.dtype_),
       shape_(other.shape_),
@@ -111,7 +135,7 @@ Tensor::~Tensor() {
   if (buffer_) buffer_->Unref();
 }
 
-void Tensor::CheckAccess(DType want, bool want_one_element) const {
+void Tensor::ThrowAccessError(DType want, bool want_one_element) const {
   if (want != dtype_) {
     throw StatusError(absl::InvalidArgumentError(
         absl::StrCat("Tensor of dtype ", DTypeName(dtype_), " accessed as ",
@@ -121,10 +145,8 @@ void Tensor::CheckAccess(DType want, bool want_one_element) const {
     throw StatusError(absl::InvalidArgumentError(
         absl::StrCat("scalar() on a tensor of shape ", shape_.DebugString())));
   }
-  if (!IsInitialized()) {
-    throw StatusError(
-        absl::FailedPreconditionError("Access to an uninitialised Tensor"));
-  }
+  throw StatusError(
+      absl::FailedPreconditionError("Access to an uninitialised Tensor"));
 }
 
 void Tensor::CheckCount(size_t count) const {

@@ -77,6 +77,9 @@ class Tensor {
 
   // An uninitialised tensor, for kernels that write every element.
   static Tensor Allocate(DType dtype, TensorShape shape);
+  // The same with the shape of `like` (a tensor that exists, so its shape
+  // needs no checks): what elementwise kernels allocate per op.
+  static Tensor AllocateWithShapeOf(DType dtype, const Tensor& like);
 
   template <typename T>
   static Tensor Scalar(T value) {
@@ -149,7 +152,15 @@ class Tensor {
 
  private:
   Tensor(DType dtype, TensorShape shape, bool zero_fill);
-  void CheckAccess(DType want, bool want_one_element) const;
+  // Inline: flat<T>() is called per op; the error's text is built out of
+  // line.
+  void CheckAccess(DType want, bool want_one_element) const {
+    if (want != dtype_ || (want_one_element && num_elements_ != 1) ||
+        !IsInitialized()) [[unlikely]] {
+      ThrowAccessError(want, want_one_element);
+    }
+  }
+  [[noreturn]] void ThrowAccessError(DType want, bool want_one_element) const;
   void CheckCount(size_t count) const;
 
   DType dtype_ = DType::kFloat;

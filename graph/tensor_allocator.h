@@ -17,8 +17,9 @@
 //     unspecified (a reused block holds an earlier tensor's bytes).
 //   * Deallocate(block, bytes) takes a block back; `bytes` must be the size
 //     it was allocated with.
-//   * Blocks under kMinCachedBytes go straight to malloc/free: glibc's
-//     per-thread caches already serve small sizes well. Larger sizes are
+//   * Blocks under kMinCachedBytes go straight to malloc/free (tensor
+//     buffers that small come from graph/small_block_cache.h, without the
+//     locks a block shared between threads needs here). Larger sizes are
 //     rounded up to one of four size classes per power of two (at most 25%
 //     more), and a freed block is kept in its class's free list while the
 //     cache holds at most `cache_limit_bytes`; past that it is freed.

@@ -221,7 +221,7 @@ absl::Status ZerosLikeKernel(KernelContext& ctx) {
 // Ones of every dtype (true for bool).
 absl::Status OnesLikeKernel(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Allocate(x.dtype(), x.shape());
+  Tensor out = Tensor::AllocateWithShapeOf(x.dtype(), x);
   VisitDType(x.dtype(), [&]<typename T>() { FillWith<T>(out, T(1)); });
   ctx.set_output(0, std::move(out));
   return absl::OkStatus();

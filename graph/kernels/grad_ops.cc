@@ -306,8 +306,8 @@ absl::Status MaximumGradKernel(KernelContext& ctx) {
     if constexpr (!std::is_floating_point_v<T>) {
       return UnsupportedDType(ctx, grad.dtype());
     } else {
-      Tensor dx = Tensor::Allocate(grad.dtype(), grad.shape());
-      Tensor dy = Tensor::Allocate(grad.dtype(), grad.shape());
+      Tensor dx = Tensor::AllocateWithShapeOf(grad.dtype(), grad);
+      Tensor dy = Tensor::AllocateWithShapeOf(grad.dtype(), grad);
       const T* g = grad.flat<T>().data();
       const T* a = x.flat<T>().data();
       const T* b = y.flat<T>().data();
@@ -381,7 +381,7 @@ absl::Status ActivationGradKernel(KernelContext& ctx) {
     if constexpr (!std::is_floating_point_v<T>) {
       return UnsupportedDType(ctx, grad.dtype());
     } else {
-      Tensor out = Tensor::Allocate(grad.dtype(), grad.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(grad.dtype(), grad);
       MutableFlatMap<T>(out) =
           Op::Apply(FlatMap<T>(grad), FlatMap<T>(ctx.input(1)));
       ctx.set_output(0, std::move(out));
@@ -402,7 +402,7 @@ absl::Status SoftmaxGradKernel(KernelContext& ctx) {
     if constexpr (!std::is_floating_point_v<T>) {
       return UnsupportedDType(ctx, grad.dtype());
     } else {
-      Tensor out = Tensor::Allocate(grad.dtype(), grad.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(grad.dtype(), grad);
       const int64_t cols = y.shape().dim_size(y.shape().dims() - 1);
       if (y.NumElements() > 0) {
         const int64_t rows = y.NumElements() / cols;

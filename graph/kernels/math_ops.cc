@@ -116,16 +116,24 @@ template <typename T, typename Out, typename Fn>
 absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
+  const T* x = a.flat<T>().data();
+  const T* y = b.flat<T>().data();
+  if (a.shape() == b.shape()) {
+    // The common case, and the cheapest: no broadcast to work out (a scalar
+    // op's whole cost is the framework's, see BM_Executor_Chain).
+    Tensor out = Tensor::AllocateWithShapeOf(kDTypeOf<Out>, a);
+    Out* z = static_cast<Out*>(out.raw_data());
+    const int64_t n = out.NumElements();
+    for (int64_t i = 0; i < n; ++i) z[i] = fn(x[i], y[i]);
+    ctx.set_output(0, std::move(out));
+    return absl::OkStatus();
+  }
   absl::StatusOr<TensorShape> shape = BroadcastShapes(a.shape(), b.shape());
   if (!shape.ok()) return KernelError(ctx, shape.status().message());
   Tensor out = Tensor::Allocate(kDTypeOf<Out>, *shape);
-  const T* x = a.flat<T>().data();
-  const T* y = b.flat<T>().data();
   Out* z = out.mutable_flat<Out>().data();
   const int64_t n = out.NumElements();
-  if (a.shape() == b.shape()) {
-    for (int64_t i = 0; i < n; ++i) z[i] = fn(x[i], y[i]);
-  } else if (a.NumElements() == 1 && b.shape() == *shape) {
+  if (a.NumElements() == 1 && b.shape() == *shape) {
     const T scalar = x[0];
     for (int64_t i = 0; i < n; ++i) z[i] = fn(scalar, y[i]);
   } else if (b.NumElements() == 1 && a.shape() == *shape) {
@@ -250,7 +258,7 @@ absl::Status UnaryKernel(KernelContext& ctx) {
     if constexpr (!kIsNumeric<T> || (Op::kFloatOnly && !kIsFloating<T>)) {
       return UnsupportedDType(ctx, x.dtype());
     } else {
-      Tensor out = Tensor::Allocate(x.dtype(), x.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(x.dtype(), x);
       MutableFlatMap<T>(out) = Op::Apply(FlatMap<T>(x));
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
@@ -306,7 +314,7 @@ absl::Status AddNKernel(KernelContext& ctx) {
     if constexpr (!kIsNumeric<T>) {
       return UnsupportedDType(ctx, first.dtype());
     } else {
-      Tensor out = Tensor::Allocate(first.dtype(), first.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(first.dtype(), first);
       auto sum = MutableFlatMap<T>(out);
       // Each piece sums a slice of every input (intra-op parallelism: a
       // fan-in of many big tensors is memory-bound work for every core).
@@ -465,7 +473,7 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
     if constexpr (!kIsFloating<T>) {
       return UnsupportedDType(ctx, x.dtype());
     } else {
-      Tensor out = Tensor::Allocate(x.dtype(), x.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(x.dtype(), x);
       const int64_t cols = x.shape().dim_size(x.shape().dims() - 1);
       if (x.NumElements() > 0) {
         const int64_t rows = x.NumElements() / cols;
@@ -521,7 +529,7 @@ absl::Status CastKernel(KernelContext& ctx) {
     ctx.set_output(0, x);
     return absl::OkStatus();
   }
-  Tensor out = Tensor::Allocate(to, x.shape());
+  Tensor out = Tensor::AllocateWithShapeOf(to, x);
   VisitDType(x.dtype(), [&]<typename From>() {
     VisitDType(to, [&]<typename To>() {
       auto in = x.flat<From>();
@@ -612,7 +620,7 @@ absl::Status IsFiniteKernel(KernelContext& ctx) {
     if constexpr (!kIsFloating<T>) {
       return UnsupportedDType(ctx, x.dtype());
     } else {
-      Tensor out = Tensor::Allocate(DType::kBool, x.shape());
+      Tensor out = Tensor::AllocateWithShapeOf(DType::kBool, x);
       auto in = x.flat<T>();
       auto result = out.mutable_flat<bool>();
       for (size_t i = 0; i < in.size(); ++i) result[i] = std::isfinite(in[i]);

@@ -104,7 +104,7 @@ absl::Status SparseSoftmaxCrossEntropyKernel(KernelContext& ctx) {
                                            " is not supported"));
     } else {
       Tensor loss = Tensor::Allocate(logits.dtype(), TensorShape{batch});
-      Tensor backprop = Tensor::Allocate(logits.dtype(), logits.shape());
+      Tensor backprop = Tensor::AllocateWithShapeOf(logits.dtype(), logits);
       auto losses = loss.mutable_flat<T>();
       if (logits.NumElements() > 0) {
         auto x = MatrixMap<T>(logits);
