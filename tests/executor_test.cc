@@ -65,6 +65,48 @@ TEST(Executor, SharedInputRunsOnceForTwoConsumers) {
   EXPECT_EQ(events.runs("join"), 1);
 }
 
+// A small tensor whose only reader ran is dropped before the run ends (a
+// long chain of small ops keeps a few buffers, not one per op); one that is
+// also fetched, or read by another op, is kept.
+TEST(Executor, ASmallTensorIsDroppedOnceItsOnlyReaderRan) {
+  TestEvents events;
+  Graph g;
+  Output c = ops::Const(g, 2.0f);
+  Output sum = ops::Add(g, c, c);  // a buffer of the run's own
+  Output keep = testing::TestKeep(g, sum, "keep");
+  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
+  auto values = testing::Eval(g, {sole});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].scalar<float>(), 1.0f);
+}
+
+TEST(Executor, ASmallTensorThatIsFetchedIsKeptToTheEnd) {
+  TestEvents events;
+  Graph g;
+  Output c = ops::Const(g, 2.0f);
+  Output sum = ops::Add(g, c, c);
+  Output keep = testing::TestKeep(g, sum, "keep");
+  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
+  auto values = testing::Eval(g, {sole, sum});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].scalar<float>(), 0.0f);
+  EXPECT_EQ((*values)[1].scalar<float>(), 4.0f);
+}
+
+TEST(Executor, ASmallTensorWithTwoReadersIsKept) {
+  TestEvents events;
+  Graph g;
+  Output c = ops::Const(g, 2.0f);
+  Output sum = ops::Add(g, c, c);
+  Output keep = testing::TestKeep(g, sum, "keep");
+  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
+  Output other_reader = ops::Add(g, sum, ops::Const(g, 1.0f));
+  auto values = testing::Eval(g, {sole, other_reader});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].scalar<float>(), 0.0f);
+  EXPECT_EQ((*values)[1].scalar<float>(), 5.0f);
+}
+
 TEST(Executor, ControlInputsRunFirst) {
   TestEvents events;
   Graph g;

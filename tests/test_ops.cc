@@ -123,6 +123,25 @@ void RegisterTestOps() {
         r.Register({.name = "TestAsyncFail",
                     .shape_fn = FloatScalarOutput,
                     .async_kernel = MakeAsyncKernel(AsyncFailKernel)}));
+    ThrowIfError(r.Register({.name = "TestKeep",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = [](KernelContext& ctx) {
+                               TestEvents& events = TestEvents::Current();
+                               std::lock_guard lock(events.mu);
+                               events.kept = ctx.input(0);
+                               ctx.set_output(0, Tensor::Scalar<float>(1));
+                               return absl::OkStatus();
+                             }}));
+    ThrowIfError(r.Register({.name = "TestKeptIsSole",
+                             .shape_fn = FloatScalarOutput,
+                             .kernel = [](KernelContext& ctx) {
+                               TestEvents& events = TestEvents::Current();
+                               std::lock_guard lock(events.mu);
+                               const bool sole = events.kept.RefCountIsOne();
+                               ctx.set_output(0, Tensor::Scalar<float>(
+                                                     sole ? 1.0f : 0.0f));
+                               return absl::OkStatus();
+                             }}));
     return true;
   }();
   (void)registered;
@@ -150,6 +169,15 @@ Output TestNever(Graph& g, std::string name) {
 }
 Output TestAsyncFail(Graph& g, std::string name) {
   return Add(g, "TestAsyncFail", {}, {}, std::move(name));
+}
+
+Output TestKeep(Graph& g, Output x, std::string name) {
+  return Add(g, "TestKeep", {std::move(x)}, {}, std::move(name));
+}
+Output TestKeptIsSole(Graph& g, std::vector<Operation> control_inputs,
+                      std::string name) {
+  return Add(g, "TestKeptIsSole", {}, std::move(control_inputs),
+             std::move(name));
 }
 
 }  // namespace cosession::testing

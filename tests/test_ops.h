@@ -12,6 +12,11 @@
 //   TestNever()           async: sends its name on `started`, then waits on a
 //                         channel nobody sends to (until cancelled).
 //   TestAsyncFail()       async: yields once, then fails with Unavailable.
+//   TestKeep(x)           sync: keeps a copy of x in TestEvents::kept;
+//                         outputs float 1.
+//   TestKeptIsSole(...)   sync: outputs float 1 when nothing but
+//                         TestEvents::kept holds the kept tensor's buffer
+//                         (the run dropped its own), else 0.
 // The ops reach the per-test TestEvents through TestEvents::Current().
 #ifndef COSESSION_TESTS_TEST_OPS_H_
 #define COSESSION_TESTS_TEST_OPS_H_
@@ -58,6 +63,7 @@ class TestEvents {
   std::vector<std::string> order ABSL_GUARDED_BY(mu);
   std::condition_variable pair_arrived;  // with mu
   int pair_arrivals ABSL_GUARDED_BY(mu) = 0;
+  Tensor kept ABSL_GUARDED_BY(mu);
 };
 
 void RegisterTestOps();
@@ -73,6 +79,9 @@ Output TestThrow(Graph& g, std::string name = "");
 Output TestWait(Graph& g, std::string name = "");
 Output TestNever(Graph& g, std::string name = "");
 Output TestAsyncFail(Graph& g, std::string name = "");
+Output TestKeep(Graph& g, Output x, std::string name = "");
+Output TestKeptIsSole(Graph& g, std::vector<Operation> control_inputs,
+                      std::string name = "");
 
 }  // namespace cosession::testing
 
