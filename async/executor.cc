@@ -556,7 +556,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
   void Complete() {
     absl::Status status;
     std::vector<NodeExecStats> node_stats;
-    {
+    // Every op finished, so nothing records stats any more; a run that was
+    // never stopped has no status to read (a Stop racing with this, from a
+    // late cancellation, comes after the run's result was decided).
+    if (trace_ || stopped()) {
       std::lock_guard lock(mu_);
       status = status_;
       node_stats = std::move(node_stats_);

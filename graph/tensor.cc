@@ -86,10 +86,7 @@ Tensor Tensor::Allocate(DType dtype, TensorShape shape) {
 }
 
 Tensor Tensor::AllocateWithShapeOf(DType dtype, const Tensor& like) {
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = like.shape_;
-  t.num_elements_ = like.num_elements_;
+  Tensor t(dtype, like.shape_, like.num_elements_);
   // `like`'s element count fit its own dtype; a wider one may not.
   constexpr int64_t kMaxBytes = int64_t{1} << 48;
   if (t.num_elements_ > kMaxBytes / static_cast<int64_t>(DTypeSize(dtype))) {
@@ -109,30 +106,9 @@ Tensor::Tensor(const Tensor& other)
   if (buffer_) buffer_->Ref();
 }
 
-Tensor::Tensor(Tensor&& other) noexcept
-    : dtype_(other.dtype_),
-      shape_(std::move(other.shape_)),
-      num_elements_(other.num_elements_),
-      buffer_(std::exchange(other.buffer_, nullptr)) {}
-
 Tensor& Tensor::operator=(const Tensor& other) {
   if (this != &other) *this = Tensor(other);
   return *this;
-}
-
-Tensor& Tensor::operator=(Tensor&& other) noexcept {
-  if (this != &other) {
-    if (buffer_) buffer_->Unref();
-    dtype_ = other.dtype_;
-    shape_ = std::move(other.shape_);
-    num_elements_ = other.num_elements_;
-    buffer_ = std::exchange(other.buffer_, nullptr);
-  }
-  return *this;
-}
-
-Tensor::~Tensor() {
-  if (buffer_) buffer_->Unref();
 }
 
 void Tensor::ThrowAccessError(DType want, bool want_one_element) const {

@@ -70,10 +70,27 @@ class Tensor {
   // A zero-filled tensor. Throws StatusError unless `shape` is fully defined.
   Tensor(DType dtype, TensorShape shape);
   Tensor(const Tensor& other);
-  Tensor(Tensor&& other) noexcept;
   Tensor& operator=(const Tensor& other);
-  Tensor& operator=(Tensor&& other) noexcept;
-  ~Tensor();
+  // Moves and the destructor are inline: the executor moves every op's
+  // outputs into its slots and drops them, per op.
+  Tensor(Tensor&& other) noexcept
+      : dtype_(other.dtype_),
+        shape_(std::move(other.shape_)),
+        num_elements_(other.num_elements_),
+        buffer_(std::exchange(other.buffer_, nullptr)) {}
+  Tensor& operator=(Tensor&& other) noexcept {
+    if (this != &other) {
+      if (buffer_) buffer_->Unref();
+      dtype_ = other.dtype_;
+      shape_ = std::move(other.shape_);
+      num_elements_ = other.num_elements_;
+      buffer_ = std::exchange(other.buffer_, nullptr);
+    }
+    return *this;
+  }
+  ~Tensor() {
+    if (buffer_) buffer_->Unref();
+  }
 
   // An uninitialised tensor, for kernels that write every element.
   static Tensor Allocate(DType dtype, TensorShape shape);
@@ -152,6 +169,9 @@ class Tensor {
 
  private:
   Tensor(DType dtype, TensorShape shape, bool zero_fill);
+  // For AllocateWithShapeOf: `shape` and `num_elements` are a tensor's.
+  Tensor(DType dtype, const TensorShape& shape, int64_t num_elements)
+      : dtype_(dtype), shape_(shape), num_elements_(num_elements) {}
   // Inline: flat<T>() is called per op; the error's text is built out of
   // line.
   void CheckAccess(DType want, bool want_one_element) const {

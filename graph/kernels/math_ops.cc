@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -430,7 +431,29 @@ absl::Status ReductionKernel(KernelContext& ctx) {
       stride *= in.dim_size(d);
     }
   }
-  const kernels::Strides in_strides = kernels::ContiguousStrides(in);
+  // When the reduced dimensions are consecutive: the elements before them
+  // (outer) and after them (inner).
+  std::optional<std::pair<int64_t, int64_t>> reduced_run;
+  {
+    int first = -1, last = -1;
+    for (int d = 0; d < in.dims(); ++d) {
+      if (!(*reduced)[d]) continue;
+      if (first < 0) first = d;
+      last = d;
+    }
+    bool consecutive = true;
+    for (int d = first; first >= 0 && d <= last; ++d) {
+      consecutive = consecutive && (*reduced)[d];
+    }
+    if (consecutive) {
+      int64_t outer = 1, inner = 1;
+      for (int d = 0; d < in.dims(); ++d) {
+        if (first >= 0 && d < first) outer *= in.dim_size(d);
+        if (first < 0 || d > last) inner *= in.dim_size(d);
+      }
+      reduced_run.emplace(outer, inner);
+    }
+  }
   return VisitDType(x.dtype(), [&]<typename T>() -> absl::Status {
     if constexpr (!kIsNumeric<T>) {
       return UnsupportedDType(ctx, x.dtype());
@@ -440,10 +463,27 @@ absl::Status ReductionKernel(KernelContext& ctx) {
       auto acc = out.mutable_flat<T>();
       for (T& v : acc) v = Reducer::template Init<T>();
       const T* values = x.flat<T>().data();
-      ForEachStrided(in.dim_sizes(), in_strides, out_strides,
-                     [&](int64_t, int64_t i, int64_t o) {
-                       acc[o] = Reducer::Step(acc[o], values[i]);
-                     });
+      if (reduced_run.has_value()) {
+        // The reduced dimensions are one run: the input is [outer, count,
+        // inner] and the output [outer, inner], walked in order (a bias
+        // gradient sums over the batch, dimension 0, every step).
+        const auto [outer, inner] = *reduced_run;
+        for (int64_t o = 0; o < outer; ++o) {
+          T* row = acc.data() + o * inner;
+          for (int64_t k = 0; k < count; ++k) {
+            const T* in_row = values + (o * count + k) * inner;
+            for (int64_t i = 0; i < inner; ++i) {
+              row[i] = Reducer::Step(row[i], in_row[i]);
+            }
+          }
+        }
+      } else {
+        const kernels::Strides in_strides = kernels::ContiguousStrides(in);
+        ForEachStrided(in.dim_sizes(), in_strides, out_strides,
+                       [&](int64_t, int64_t i, int64_t o) {
+                         acc[o] = Reducer::Step(acc[o], values[i]);
+                       });
+      }
       for (T& v : acc) v = Reducer::Finish(v, count);
       ctx.set_output(0, std::move(out));
       return absl::OkStatus();
