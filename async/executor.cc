@@ -128,6 +128,14 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     Step& step = plan->steps_[s];
     step.first_input = plan->num_inputs_;
     plan->num_inputs_ += step.node->num_inputs();
+    step.static_cost = !step.op->async_kernel;
+    for (const Output& in : step.node->inputs()) {
+      step.static_cost = step.static_cost && in.shape().IsFullyDefined();
+    }
+    for (int out = 0; out < step.node->num_outputs(); ++out) {
+      step.static_cost =
+          step.static_cost && step.node->output_shape(out).IsFullyDefined();
+    }
     absl::InlinedVector<int, 8> predecessors;
     for (const Output& in : step.node->inputs()) {
       step.input_slots.push_back(slot_of(in));
@@ -142,6 +150,11 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     step.initial_pending = static_cast<int>(predecessors.size());
     for (int p : predecessors) plan->steps_[p].successors.push_back(s);
     if (step.initial_pending == 0) plan->roots_.push_back(s);
+  }
+  plan->cost_cache_ =
+      std::make_unique<std::atomic<int64_t>[]>(plan->steps_.size());
+  for (size_t s = 0; s < plan->steps_.size(); ++s) {
+    plan->cost_cache_[s].store(-1, std::memory_order_relaxed);
   }
   std::reverse(plan->roots_.begin(), plan->roots_.end());  // see Start
   for (const Output& fetch : fetches) {
@@ -350,8 +363,15 @@ class RunState : public std::enable_shared_from_this<RunState> {
                      step.input_slots.size());
   }
 
-  bool IsExpensive(const Step& step) {
+  bool IsExpensive(int s) {
+    const Step& step = plan_->steps_[s];
     if (step.op->async_kernel) return false;  // it only starts a coroutine
+    std::atomic<int64_t>* cached =
+        step.static_cost ? &plan_->cost_cache_[s] : nullptr;
+    if (cached != nullptr) {
+      const int64_t known = cached->load(std::memory_order_relaxed);
+      if (known >= 0) return known >= runtime_.inline_cost_threshold();
+    }
     int64_t cost = 0;
     if (step.op->cost == nullptr) {
       for (int slot : step.input_slots) cost += slots_[slot].NumElements();
@@ -362,6 +382,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
                         &stop_);
       cost = step.op->cost(ctx);
     }
+    cost = std::max<int64_t>(cost, 0);
+    if (cached != nullptr) cached->store(cost, std::memory_order_relaxed);
     return cost >= runtime_.inline_cost_threshold();
   }
 
@@ -375,7 +397,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // `on_pool` is asked only for an expensive step, once per pass: most are
   // cheap, and the question walks a thread-local list.
   void Schedule(int s, ReadyList& ready, std::optional<bool>& on_pool) {
-    if (stopped() || !IsExpensive(plan_->steps_[s])) {
+    if (stopped() || !IsExpensive(s)) {
       ready.steps.push_back(s);
       return;
     }

@@ -29,6 +29,7 @@
 #ifndef COSESSION_ASYNC_EXECUTOR_H_
 #define COSESSION_ASYNC_EXECUTOR_H_
 
+#include <atomic>
 #include <boost/asio/cancellation_signal.hpp>
 #include <memory>
 #include <vector>
@@ -70,6 +71,9 @@ class ExecutionPlan {
     // Where this step's input pointers start in a run's flat array of them
     // (RunState: built once per run, not per op).
     int first_input{};
+    // Every input and output shape is known at build time, so the op's cost
+    // estimate is the same every run: asked once, kept in cost_cache_.
+    bool static_cost{};
     std::vector<int> successors{};
     int initial_pending{};
     // Big slots (see slot_uses_) to drop once this step ran: inputs it reads
@@ -99,6 +103,10 @@ class ExecutionPlan {
   std::vector<int> slot_uses_;
   std::vector<int> roots_;  // steps without predecessors, last first
   std::vector<int> fetch_slots_;
+  // Per step with static_cost: its cost estimate once a run asked, else -1.
+  // Relaxed atomics: runs on several threads may ask at once, and all get
+  // the same answer.
+  std::unique_ptr<std::atomic<int64_t>[]> cost_cache_;
   int num_slots_ = 0;
   int num_inputs_ = 0;  // of all steps
   int first_feed_slot_ = 0;

@@ -13,21 +13,6 @@ TensorShape TensorShape::Unknown() {
   return shape;
 }
 
-bool TensorShape::IsFullyDefined() const {
-  if (unknown_rank_) return false;
-  for (int64_t d : dims_) {
-    if (d < 0) return false;
-  }
-  return true;
-}
-
-int64_t TensorShape::num_elements() const {
-  if (!IsFullyDefined()) return -1;
-  int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
-  return n;
-}
-
 bool TensorShape::IsCompatibleWith(const TensorShape& other) const {
   if (unknown_rank_ || other.unknown_rank_) return true;
   if (dims_.size() != other.dims_.size()) return false;

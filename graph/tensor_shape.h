@@ -41,10 +41,22 @@ class TensorShape {
   void set_dim(int i, int64_t size) { dims_[i] = size; }
   void AddDim(int64_t size) { dims_.push_back(size); }
 
-  // True when the rank and every dimension are known.
-  bool IsFullyDefined() const;
+  // True when the rank and every dimension are known. Inline, as
+  // num_elements: tensors are made per op.
+  bool IsFullyDefined() const {
+    if (unknown_rank_) return false;
+    for (int64_t d : dims_) {
+      if (d < 0) return false;
+    }
+    return true;
+  }
   // Product of the dimensions (1 for a scalar); -1 unless fully defined.
-  int64_t num_elements() const;
+  int64_t num_elements() const {
+    if (!IsFullyDefined()) return -1;
+    int64_t n = 1;
+    for (int64_t d : dims_) n *= d;
+    return n;
+  }
 
   // True when some tensor could have both shapes (unknowns match anything).
   bool IsCompatibleWith(const TensorShape& other) const;

@@ -112,34 +112,10 @@ StridedMap<T, kOrder> MapOf(const MatrixView<const T>& v) {
                                Eigen::OuterStride<>(v.outer_stride));
 }
 
-// Products at most this big (m * n * k) are computed by plain loops:
-// Eigen's general product packs both operands into blocks first, which
-// costs more than the arithmetic of a tiny product (callgrind on
-// BM_Train_TinyMLP, whose products are 8x4x8 and smaller: ~1,000
-// instructions each through Eigen).
-constexpr int64_t kLoopProductLimit = 4096;
-
-template <typename T>
-T At(const MatrixView<const T>& v, int64_t row, int64_t col) {
-  return v.col_major ? v.data[col * v.outer_stride + row]
-                     : v.data[row * v.outer_stride + col];
-}
-
 // out = lhs * rhs; out is row-major.
 template <typename T>
 void Multiply(const MatrixView<const T>& lhs, const MatrixView<const T>& rhs,
               const MatrixView<T>& out) {
-  if (out.rows * out.cols * lhs.cols <= kLoopProductLimit) {
-    for (int64_t i = 0; i < out.rows; ++i) {
-      T* row = out.data + i * out.outer_stride;
-      std::fill_n(row, out.cols, T(0));
-      for (int64_t p = 0; p < lhs.cols; ++p) {
-        const T a = At(lhs, i, p);
-        for (int64_t j = 0; j < out.cols; ++j) row[j] += a * At(rhs, p, j);
-      }
-    }
-    return;
-  }
   Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>,
              Eigen::Unaligned, Eigen::OuterStride<>>
       dest(out.data, out.rows, out.cols,
