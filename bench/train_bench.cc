@@ -49,12 +49,13 @@ using Matrix =
     Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using RowVector = Eigen::Matrix<float, 1, Eigen::Dynamic>;
 
-// The hand-written step: what a careful user writes with Eigen alone --
-// preallocated buffers, products without temporaries, updates in place.
-class EigenMlp {
- public:
-  explicit EigenMlp(const MlpSize& size)
-      : x_(size.batch, size.inputs),
+// The buffers of the hand-written steps, preallocated, with random data,
+// weights and labels (the same for both steps).
+class EigenMlpState {
+ protected:
+  explicit EigenMlpState(const MlpSize& size)
+      : size_(size),
+        x_(size.batch, size.inputs),
         w1_(size.inputs, size.hidden),
         b1_(RowVector::Zero(size.hidden)),
         w2_(size.hidden, size.classes),
@@ -73,6 +74,13 @@ class EigenMlp {
     for (float& v : w2_.reshaped()) v = normal(rng);
     for (int& l : labels_) l = label(rng);
   }
+};
+
+// The hand-written step: what a careful user writes with Eigen alone --
+// products without temporaries, updates in place.
+class EigenMlp : private EigenMlpState {
+ public:
+  explicit EigenMlp(const MlpSize& size) : EigenMlpState(size) {}
 
   float Step() {
     const float batch = static_cast<float>(x_.rows());
@@ -108,14 +116,6 @@ class EigenMlp {
     b2_ -= kLearningRate * d_b2;
     return loss / batch;
   }
-
- private:
-  Matrix x_, w1_;
-  RowVector b1_;
-  Matrix w2_;
-  RowVector b2_;
-  Matrix hidden_, logits_, d_hidden_, d_w1_, d_w2_;
-  std::vector<int> labels_;
 };
 
 void RunEigenMlp(benchmark::State& state, const MlpSize& size) {
@@ -140,29 +140,9 @@ BENCHMARK(BM_Baseline_TinyMLP_Eigen)->UseRealTime();
 // of each weight matrix's rows (W1's input rows, W2's hidden rows) and half
 // of b1; the helper thread spins between phases instead of sleeping, so no
 // wake-up is paid. The reference of BM_Train_MLP, which runs on two threads.
-class EigenMlpTwoThreads {
+class EigenMlpTwoThreads : private EigenMlpState {
  public:
-  explicit EigenMlpTwoThreads(const MlpSize& size)
-      : size_(size),
-        x_(size.batch, size.inputs),
-        w1_(size.inputs, size.hidden),
-        b1_(RowVector::Zero(size.hidden)),
-        w2_(size.hidden, size.classes),
-        b2_(RowVector::Zero(size.classes)),
-        hidden_(size.batch, size.hidden),
-        logits_(size.batch, size.classes),
-        d_hidden_(size.batch, size.hidden),
-        d_w1_(size.inputs, size.hidden),
-        d_w2_(size.hidden, size.classes),
-        labels_(size.batch) {
-    std::mt19937 rng(42);
-    std::normal_distribution<float> normal(0.0f, 0.1f);
-    std::uniform_int_distribution<int> label(0, size.classes - 1);
-    for (float& v : x_.reshaped()) v = normal(rng);
-    for (float& v : w1_.reshaped()) v = normal(rng);
-    for (float& v : w2_.reshaped()) v = normal(rng);
-    for (int& l : labels_) l = label(rng);
-  }
+  explicit EigenMlpTwoThreads(const MlpSize& size) : EigenMlpState(size) {}
 
   // Rows [begin, end) of the batch: forward, softmax, d_hidden.
   float Forward(int half) {
@@ -217,14 +197,6 @@ class EigenMlpTwoThreads {
                ? std::make_pair(Eigen::Index{0}, Eigen::Index{first})
                : std::make_pair(Eigen::Index{first}, Eigen::Index{n - first});
   }
-
-  MlpSize size_;
-  Matrix x_, w1_;
-  RowVector b1_;
-  Matrix w2_;
-  RowVector b2_;
-  Matrix hidden_, logits_, d_hidden_, d_w1_, d_w2_;
-  std::vector<int> labels_;
 };
 
 void BM_Baseline_MLP_Eigen_TwoThreads(benchmark::State& state) {

@@ -67,27 +67,32 @@ TEST(Executor, SharedInputRunsOnceForTwoConsumers) {
 
 // A small tensor whose only reader ran is dropped before the run ends (a
 // long chain of small ops keeps a few buffers, not one per op); one that is
-// also fetched, or read by another op, is kept.
+// also fetched, or read by another op, is kept. `sum` (a buffer of the
+// run's own) is read by `keep`; `sole` runs after it and says whether the
+// run still holds sum's buffer.
+struct KeptTensorGraph {
+  KeptTensorGraph() {
+    Output c = ops::Const(g, 2.0f);
+    sum = ops::Add(g, c, c);
+    Output keep = testing::TestKeep(g, sum, "keep");
+    sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
+  }
+  Graph g;
+  Output sum, sole;
+};
+
 TEST(Executor, ASmallTensorIsDroppedOnceItsOnlyReaderRan) {
   TestEvents events;
-  Graph g;
-  Output c = ops::Const(g, 2.0f);
-  Output sum = ops::Add(g, c, c);  // a buffer of the run's own
-  Output keep = testing::TestKeep(g, sum, "keep");
-  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
-  auto values = testing::Eval(g, {sole});
+  KeptTensorGraph k;
+  auto values = testing::Eval(k.g, {k.sole});
   ASSERT_TRUE(values.ok()) << values.status();
   EXPECT_EQ((*values)[0].scalar<float>(), 1.0f);
 }
 
 TEST(Executor, ASmallTensorThatIsFetchedIsKeptToTheEnd) {
   TestEvents events;
-  Graph g;
-  Output c = ops::Const(g, 2.0f);
-  Output sum = ops::Add(g, c, c);
-  Output keep = testing::TestKeep(g, sum, "keep");
-  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
-  auto values = testing::Eval(g, {sole, sum});
+  KeptTensorGraph k;
+  auto values = testing::Eval(k.g, {k.sole, k.sum});
   ASSERT_TRUE(values.ok()) << values.status();
   EXPECT_EQ((*values)[0].scalar<float>(), 0.0f);
   EXPECT_EQ((*values)[1].scalar<float>(), 4.0f);
@@ -95,13 +100,9 @@ TEST(Executor, ASmallTensorThatIsFetchedIsKeptToTheEnd) {
 
 TEST(Executor, ASmallTensorWithTwoReadersIsKept) {
   TestEvents events;
-  Graph g;
-  Output c = ops::Const(g, 2.0f);
-  Output sum = ops::Add(g, c, c);
-  Output keep = testing::TestKeep(g, sum, "keep");
-  Output sole = testing::TestKeptIsSole(g, {Operation(keep.node())}, "sole");
-  Output other_reader = ops::Add(g, sum, ops::Const(g, 1.0f));
-  auto values = testing::Eval(g, {sole, other_reader});
+  KeptTensorGraph k;
+  Output other_reader = ops::Add(k.g, k.sum, ops::Const(k.g, 1.0f));
+  auto values = testing::Eval(k.g, {k.sole, other_reader});
   ASSERT_TRUE(values.ok()) << values.status();
   EXPECT_EQ((*values)[0].scalar<float>(), 0.0f);
   EXPECT_EQ((*values)[1].scalar<float>(), 5.0f);
