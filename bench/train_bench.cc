@@ -74,6 +74,14 @@ class EigenMlpState {
     for (float& v : w2_.reshaped()) v = normal(rng);
     for (int& l : labels_) l = label(rng);
   }
+
+  MlpSize size_;
+  Matrix x_, w1_;
+  RowVector b1_;
+  Matrix w2_;
+  RowVector b2_;
+  Matrix hidden_, logits_, d_hidden_, d_w1_, d_w2_;
+  std::vector<int> labels_;
 };
 
 // The hand-written step: what a careful user writes with Eigen alone --
