@@ -257,7 +257,9 @@ asio::awaitable<void> HandWrittenConnection(tcp::socket socket) {
         }
         for (const boost::json::value& v : row.as_array()) {
           pixels.push_back(static_cast<float>(v.to_number<double>(parse_ec)));
+          if (parse_ec) break;  // not a number: answered 400 below
         }
+        if (parse_ec) break;
       }
     }
     benchmark::DoNotOptimize(pixels.data());
@@ -351,9 +353,8 @@ void RunLoad(benchmark::State& state, uint16_t port) {
   asio::co_spawn(client, Connect(port, load), asio::detached);
   client.run();
   client.restart();
-  if (!load.error.empty()) state.SkipWithError(load.error.c_str());
   for (auto _ : state) {
-    if (!load.error.empty()) break;
+    if (!load.error.empty()) break;  // reported once, below
     for (beast::tcp_stream& stream : load.streams) {
       asio::co_spawn(client, SendRequests(stream, load), asio::detached);
     }
