@@ -23,27 +23,39 @@ namespace {
 using detail::SmallBlockCache;
 
 TEST(SmallBlockCache, AFreedBlockIsReusedForItsSizeClass) {
-  void* block = SmallBlockCache::Allocate(100);
-  SmallBlockCache::Deallocate(block, 100);
-  // 100 and 120 bytes share the 128-byte class; 200 does not.
-  void* again = SmallBlockCache::Allocate(120);
-  EXPECT_EQ(again, block);
-  SmallBlockCache::Deallocate(again, 120);
-  void* other = SmallBlockCache::Allocate(200);
-  EXPECT_NE(other, block);
-  SmallBlockCache::Deallocate(other, 200);
+  // On a thread of its own: its cache starts empty, whatever ran before.
+  std::thread([] {
+    void* block = SmallBlockCache::Allocate(100);
+    const int64_t kept = SmallBlockCache::ThisThreadsCachedBytes();
+    SmallBlockCache::Deallocate(block, 100);
+    // Kept by this thread's list (not handed to malloc), rounded to 128.
+    EXPECT_EQ(SmallBlockCache::ThisThreadsCachedBytes(), kept + 128);
+    // 100 and 120 bytes share the 128-byte class; 200 does not.
+    void* again = SmallBlockCache::Allocate(120);
+    EXPECT_EQ(again, block);
+    EXPECT_EQ(SmallBlockCache::ThisThreadsCachedBytes(), kept);
+    SmallBlockCache::Deallocate(again, 120);
+    void* other = SmallBlockCache::Allocate(200);
+    EXPECT_NE(other, block);
+    SmallBlockCache::Deallocate(other, 200);
+  }).join();
 }
 
 TEST(SmallBlockCache, BlocksAreLastInFirstOut) {
-  void* a = SmallBlockCache::Allocate(64);
-  void* b = SmallBlockCache::Allocate(64);
-  ASSERT_NE(a, b);
-  SmallBlockCache::Deallocate(a, 64);
-  SmallBlockCache::Deallocate(b, 64);
-  EXPECT_EQ(SmallBlockCache::Allocate(64), b);
-  EXPECT_EQ(SmallBlockCache::Allocate(64), a);
-  SmallBlockCache::Deallocate(a, 64);
-  SmallBlockCache::Deallocate(b, 64);
+  // On a thread of its own: its cache starts empty, whatever ran before.
+  std::thread([] {
+    void* a = SmallBlockCache::Allocate(64);
+    void* b = SmallBlockCache::Allocate(64);
+    EXPECT_NE(a, b);
+    const int64_t kept = SmallBlockCache::ThisThreadsCachedBytes();
+    SmallBlockCache::Deallocate(a, 64);
+    SmallBlockCache::Deallocate(b, 64);
+    EXPECT_EQ(SmallBlockCache::ThisThreadsCachedBytes(), kept + 128);
+    EXPECT_EQ(SmallBlockCache::Allocate(64), b);
+    EXPECT_EQ(SmallBlockCache::Allocate(64), a);
+    SmallBlockCache::Deallocate(a, 64);
+    SmallBlockCache::Deallocate(b, 64);
+  }).join();
 }
 
 TEST(SmallBlockCache, AThreadKeepsAtMostItsBound) {
@@ -80,15 +92,18 @@ TEST(SmallBlockCache, ABlockJoinsTheCacheOfTheThreadThatFreesIt) {
 
 #ifdef ABSL_HAVE_ADDRESS_SANITIZER
 TEST(SmallBlockCache, AKeptBlockIsPoisonedPastItsLink) {
-  char* block = static_cast<char*>(SmallBlockCache::Allocate(512));
-  SmallBlockCache::Deallocate(block, 512);
-  EXPECT_FALSE(__asan_address_is_poisoned(block));  // the link
-  EXPECT_TRUE(__asan_address_is_poisoned(block + 64));
-  EXPECT_TRUE(__asan_address_is_poisoned(block + 511));
-  char* again = static_cast<char*>(SmallBlockCache::Allocate(512));
-  ASSERT_EQ(again, block);
-  EXPECT_FALSE(__asan_address_is_poisoned(block + 511));
-  SmallBlockCache::Deallocate(again, 512);
+  // On a thread of its own: its cache has room, whatever ran before.
+  std::thread([] {
+    char* block = static_cast<char*>(SmallBlockCache::Allocate(512));
+    SmallBlockCache::Deallocate(block, 512);
+    EXPECT_FALSE(__asan_address_is_poisoned(block));  // the link
+    EXPECT_TRUE(__asan_address_is_poisoned(block + 64));
+    EXPECT_TRUE(__asan_address_is_poisoned(block + 511));
+    char* again = static_cast<char*>(SmallBlockCache::Allocate(512));
+    EXPECT_EQ(again, block);
+    EXPECT_FALSE(__asan_address_is_poisoned(block + 511));
+    SmallBlockCache::Deallocate(again, 512);
+  }).join();
 }
 #endif
 
