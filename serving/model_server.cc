@@ -651,7 +651,7 @@ HttpReply ModelServer::PrometheusText() const {
         "# TYPE :tensorflow:serving:batching_session:processed_batch_size "
         "histogram\n";
     std::map<int64_t, int64_t> sizes;
-    int64_t queued = 0, batches = 0, rows = 0;
+    int64_t queued = 0, batches = 0, rows = 0, cancelled = 0;
     for (const auto& [name, batcher] : current_->batchers) {
       const BatchingStats stats = batcher->stats();
       for (const auto& [size, count] : stats.batch_sizes) {
@@ -660,6 +660,7 @@ HttpReply ModelServer::PrometheusText() const {
       }
       batches += stats.batches;
       queued += stats.queued_requests;
+      cancelled += stats.cancelled;
     }
     int64_t below = 0;
     for (const auto& [size, count] : sizes) {
@@ -679,7 +680,10 @@ HttpReply ModelServer::PrometheusText() const {
         ":tensorflow:serving:batching_session:processed_batch_size_count{} ",
         batches, "\n", "# TYPE :cosession:serving:batching_queue_depth gauge\n",
         ":cosession:serving:batching_queue_depth{model_name=\"", model, "\"} ",
-        queued, "\n");
+        queued, "\n",
+        "# TYPE :cosession:serving:batching_cancelled_requests counter\n",
+        ":cosession:serving:batching_cancelled_requests{model_name=\"", model,
+        "\"} ", cancelled, "\n");
   }
   HttpReply reply;
   reply.content_type = "text/plain; version=0.0.4";
