@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,8 +21,71 @@ absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
+// TensorFlow Serving's parser takes the bare tokens NaN, Infinity and
+// -Infinity as numbers; Boost.JSON 1.81 has no such option. A body that
+// fails to parse is scanned once: outside strings, each such token becomes
+// a string holding a NUL and the token, which no float leaf can otherwise
+// receive from a valid document (a JSON string cannot start with a raw NUL
+// unless escaped, and a client sending "\u0000NaN" for a float gets a
+// NaN, harmlessly). Bodies without the tokens never pay for the scan.
+constexpr absl::string_view kNonFiniteTokens[] = {"NaN", "Infinity",
+                                                  "-Infinity"};
+constexpr char kNonFiniteMarker = '\0';
+
+// The body with its non-finite tokens made marker strings; nullopt when it
+// has none outside strings.
+std::optional<std::string> WithNonFiniteTokensAsStrings(
+    absl::string_view body) {
+  std::string out;
+  bool in_string = false, escaped = false, rewrote = false;
+  out.reserve(body.size() + 16);
+  for (size_t i = 0; i < body.size(); ++i) {
+    const char c = body[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      out += c;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    bool matched = false;
+    for (absl::string_view token : kNonFiniteTokens) {
+      if (body.substr(i, token.size()) == token) {
+        absl::StrAppend(&out, "\"\\u0000", token, "\"");
+        i += token.size() - 1;
+        matched = rewrote = true;
+        break;
+      }
+    }
+    if (!matched) out += c;
+  }
+  if (!rewrote) return std::nullopt;
+  return out;
+}
+
+// The float a marker string stands for, if `value` is one.
+std::optional<double> NonFiniteMarker(const json::value& value) {
+  if (!value.is_string()) return std::nullopt;
+  const json::string& s = value.get_string();
+  if (s.empty() || s[0] != kNonFiniteMarker) return std::nullopt;
+  const absl::string_view token(s.data() + 1, s.size() - 1);
+  if (token == "NaN") return std::numeric_limits<double>::quiet_NaN();
+  if (token == "Infinity") return std::numeric_limits<double>::infinity();
+  if (token == "-Infinity") return -std::numeric_limits<double>::infinity();
+  return std::nullopt;
+}
+
 // A value as TensorFlow Serving quotes it in errors: its JSON, cut at 256.
 std::string Quoted(const json::value& value) {
+  if (NonFiniteMarker(value).has_value()) {
+    const json::string& s = value.get_string();
+    return std::string(s.data() + 1, s.size() - 1);
+  }
   std::string text = json::serialize(value);
   if (text.size() > 256) text.resize(256);
   return text;
@@ -88,6 +153,8 @@ absl::Status AppendLeaves(const json::value& value,
       out.push_back(static_cast<T>(value.get_int64()));
     } else if (value.is_uint64()) {
       out.push_back(static_cast<T>(value.get_uint64()));
+    } else if (std::optional<double> special = NonFiniteMarker(value)) {
+      out.push_back(static_cast<T>(*special));
     } else {
       return wrong();
     }
@@ -341,6 +408,14 @@ absl::StatusOr<PredictRequest> ParsePredictRequest(
   boost::system::error_code ec;
   json::value doc =
       json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
+  if (ec) {
+    if (std::optional<std::string> rewritten =
+            WithNonFiniteTokensAsStrings(body)) {
+      boost::system::error_code rewritten_ec;
+      doc = json::parse(*rewritten, rewritten_ec, {}, options);
+      if (!rewritten_ec) ec = {};
+    }
+  }
   if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
   if (!doc.is_object()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));

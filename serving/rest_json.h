@@ -20,9 +20,9 @@
 // util/json_tensor.cc), which clients match on: "JSON Parse error: ...",
 // "Missing 'inputs' or 'instances' key", "Failed to process element: 2 of
 // 'instances' list. Error: INVALID_ARGUMENT: Expecting tensor size: 2 but
-// got: 3", "Missing named input: x in 'inputs' object.", ... Unlike
-// TensorFlow Serving, the bare tokens NaN and Infinity are not accepted in
-// requests (Boost.JSON 1.81 has no such option).
+// got: 3", "Missing named input: x in 'inputs' object.", ... As in
+// TensorFlow Serving, the bare tokens NaN, Infinity and -Infinity are float
+// values in requests too.
 //
 // The parser is Boost.JSON's (already part of the Boost the project uses;
 // nesting is bounded at 64 levels). Thread safety: pure functions.

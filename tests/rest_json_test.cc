@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <map>
 #include <string>
@@ -65,6 +66,23 @@ TEST(RestJson, ColumnarFormatTakesWholeTensors) {
   EXPECT_EQ(request->inputs.at("b").shape().DebugString(), "[1]");
 }
 
+TEST(RestJson, BareNaNAndInfinityAreFloatsAsInTensorFlowServing) {
+  auto request = Parse(
+      R"({"signature_name": "pair", "instances": [{"a": NaN, "b": 1},
+          {"a": Infinity, "b": 2}, {"a": -Infinity, "b": 3}]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  const Tensor& a = request->inputs.at("a");
+  ASSERT_EQ(a.shape().DebugString(), "[3]");
+  EXPECT_TRUE(std::isnan(a.flat<float>()[0]));
+  EXPECT_EQ(a.flat<float>()[1], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(a.flat<float>()[2], -std::numeric_limits<float>::infinity());
+  // Columnar, and the tokens inside strings are left alone.
+  auto columnar = Parse(R"({"inputs": [[NaN, 1]], "x-note": "NaN \" Infinity"})");
+  ASSERT_TRUE(columnar.ok()) << columnar.status();
+  EXPECT_TRUE(std::isnan(columnar->inputs.at("x").flat<float>()[0]));
+  EXPECT_EQ(columnar->inputs.at("x").flat<float>()[1], 1.0f);
+}
+
 TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
   const std::map<std::string, std::string> cases = {
       {"", "JSON Parse error: The document is empty"},
@@ -96,6 +114,13 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
        "Missing named input: b in 'inputs' object."},
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [true]}})",
        "JSON Value: true is not of expected type: int64"},
+      // The non-finite tokens are floats only, and only bare.
+      {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [NaN]}})",
+       "JSON Value: NaN is not of expected type: int64"},
+      {R"({"instances": [[1, "NaN"]]})",
+       "JSON Value: \"NaN\" is not of expected type: float"},
+      {R"({"instances": [[1, Nan]]})", "JSON Parse error"},
+      {R"({"instances": [[1, NaN]})", "JSON Parse error"},
   };
   for (const auto& [body, message] : cases) {
     auto request = Parse(body);
