@@ -7,17 +7,27 @@
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace cosession {
 namespace {
 int ResolveThreads(int requested) {
   if (requested > 0) return requested;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    return std::max(1, CPU_COUNT(&allowed));
+  }
   return std::max(1u, std::thread::hardware_concurrency());
 }
 }  // namespace
@@ -124,8 +134,32 @@ void Runtime::ParallelFor(int64_t n, int64_t cost_per_unit,
   loop->cv.wait(lock, [&] { return loop->all_done; });
 }
 
+absl::StatusOr<bool> PinThreadsFromEnvironment(const char* value) {
+  if (value == nullptr) return true;
+  const absl::string_view v(value);
+  if (v == "1") return true;
+  if (v == "0") return false;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "COSESSION_PIN_THREADS='", v, "': expected 0 (unbound) or 1 (bound)"));
+}
+
+namespace {
+RuntimeOptions DefaultRuntimeOptions() {
+  RuntimeOptions options;
+  absl::StatusOr<bool> pin =
+      PinThreadsFromEnvironment(std::getenv("COSESSION_PIN_THREADS"));
+  if (!pin.ok()) {
+    std::fprintf(stderr,
+                 "cosession: %s; binding the default runtime's threads\n",
+                 std::string(pin.status().message()).c_str());
+  }
+  options.pin_threads = pin.value_or(true);
+  return options;
+}
+}  // namespace
+
 Runtime& Runtime::Default() {
-  static Runtime runtime;
+  static Runtime runtime(DefaultRuntimeOptions());
   return runtime;
 }
 

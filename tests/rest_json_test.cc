@@ -77,7 +77,8 @@ TEST(RestJson, BareNaNAndInfinityAreFloatsAsInTensorFlowServing) {
   EXPECT_EQ(a.flat<float>()[1], std::numeric_limits<float>::infinity());
   EXPECT_EQ(a.flat<float>()[2], -std::numeric_limits<float>::infinity());
   // Columnar, and the tokens inside strings are left alone.
-  auto columnar = Parse(R"({"inputs": [[NaN, 1]], "x-note": "NaN \" Infinity"})");
+  auto columnar =
+      Parse(R"({"inputs": [[NaN, 1]], "x-note": "NaN \" Infinity"})");
   ASSERT_TRUE(columnar.ok()) << columnar.status();
   EXPECT_TRUE(std::isnan(columnar->inputs.at("x").flat<float>()[0]));
   EXPECT_EQ(columnar->inputs.at("x").flat<float>()[1], 1.0f);

@@ -1,7 +1,8 @@
 // Runtime::ParallelFor (intra-op parallelism for kernels): the pieces cover
 // the range exactly once, small loops stay on the caller, big ones use the
 // pool, and a pool whose threads are all busy makes the loop serial, never
-// stuck. RuntimeOptions::pin_threads binds each pool thread to its own CPU.
+// stuck. RuntimeOptions::pin_threads binds each pool thread to its own CPU;
+// the default runtime binds unless COSESSION_PIN_THREADS=0.
 #include "cosession/async/runtime.h"
 
 #include <gtest/gtest.h>
@@ -14,12 +15,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "tests/test_util.h"
 
 namespace cosession::runtime_test {
@@ -212,7 +216,33 @@ TEST(RuntimePinThreads, MoreThreadsThanCpusWrapAround) {
   EXPECT_EQ(std::set<int>(pinned.begin(), pinned.end()), allowed);
 }
 
-TEST(RuntimePinThreads, ThreadsAreNotBoundByDefault) {
+TEST(RuntimePinThreads, ByDefaultThereIsOneThreadPerCpuOfTheProcess) {
+  Runtime runtime;
+  EXPECT_EQ(static_cast<size_t>(runtime.num_threads()), ProcessCpus().size());
+}
+
+TEST(RuntimePinThreads, TheDefaultRuntimeBindsUnlessTheEnvironmentSays0) {
+  EXPECT_EQ(PinThreadsFromEnvironment(nullptr).value_or(false), true);
+  EXPECT_EQ(PinThreadsFromEnvironment("1").value_or(false), true);
+  EXPECT_EQ(PinThreadsFromEnvironment("0").value_or(true), false);
+  for (const char* bad : {"", "yes", "01", "true"}) {
+    absl::StatusOr<bool> pin = PinThreadsFromEnvironment(bad);
+    ASSERT_FALSE(pin.ok()) << bad;
+    EXPECT_EQ(pin.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(
+        absl::StrContains(pin.status().message(),
+                          absl::StrCat("COSESSION_PIN_THREADS='", bad, "'")))
+        << pin.status();
+  }
+  const bool expected =
+      PinThreadsFromEnvironment(std::getenv("COSESSION_PIN_THREADS"))
+          .value_or(true);
+  Runtime& runtime = Runtime::Default();
+  EXPECT_EQ(runtime.pinned_cpus().size(),
+            expected ? static_cast<size_t>(runtime.num_threads()) : 0u);
+}
+
+TEST(RuntimePinThreads, AConstructedRuntimeIsNotBoundUnlessAsked) {
   const std::set<int> allowed = ProcessCpus();
   Runtime runtime({.num_threads = 2});
   EXPECT_TRUE(runtime.pinned_cpus().empty());

@@ -149,8 +149,9 @@ CO_TEST(ServingEndToEnd, ClientsVanishingMidQueueAreCancelledAndOthersServed) {
     // Three more wait in the queue behind it, then their clients leave.
     std::vector<boost::beast::tcp_stream> leaving;
     const std::string request = absl::StrCat(
-        "POST ", kPredict, " HTTP/1.1\r\nHost: a\r\nContent-Length: ",
-        sizeof(kOneRow) - 1, "\r\n\r\n", kOneRow);
+        "POST ", kPredict,
+        " HTTP/1.1\r\nHost: a\r\nContent-Length: ", sizeof(kOneRow) - 1,
+        "\r\n\r\n", kOneRow);
     for (int i = 0; i < 3; ++i) {
       auto stream = co_await HttpConnect(port);
       CO_ASSERT_OK(stream.status());
@@ -164,8 +165,8 @@ CO_TEST(ServingEndToEnd, ClientsVanishingMidQueueAreCancelledAndOthersServed) {
   EXPECT_EQ(Sample(after, kQueueDepth), 0) << after;
   // The held request is answered once released; none of the cancelled ran.
   events.trigger.try_send(boost::system::error_code{});
-  auto [ec, first] = co_await replies.async_receive(
-      asio::as_tuple(asio::use_awaitable));
+  auto [ec, first] =
+      co_await replies.async_receive(asio::as_tuple(asio::use_awaitable));
   CO_ASSERT_OK(first.status());
   EXPECT_EQ(first->status, 200u) << first->body;
   EXPECT_EQ(first->body, kDoubled);
@@ -178,9 +179,9 @@ CO_TEST(ServingEndToEnd, ClientsVanishingMidQueueAreCancelledAndOthersServed) {
   EXPECT_EQ(later->body, kDoubled);
   CO_ASSERT_TRUE(events.started.try_receive(
       [](boost::system::error_code, std::string) {}));  // the later client's
-  EXPECT_FALSE(events.started.try_receive(
-      [](boost::system::error_code, std::string) {}))
-      << "a cancelled request's batch ran";
+  EXPECT_FALSE(events.started.try_receive([](boost::system::error_code,
+                                             std::string) {
+  })) << "a cancelled request's batch ran";
   co_await served->Stop();
   EXPECT_EQ(served->http->connections(), 0);
 }
@@ -223,10 +224,10 @@ CO_TEST(ServingEndToEnd, ANewVersionUnderKeepAliveLoadFailsNoRequest) {
   std::vector<std::vector<std::string>> answers(kClients);
   Signal warm(co_test::Io(), kClients), done(co_test::Io(), kClients);
   for (int i = 0; i < kClients; ++i) {
-    asio::co_spawn(co_test::Io(),
-                   PredictUntilSwitched(port, &switched, 5, &warm, &answers[i],
-                                        &done),
-                   asio::detached);
+    asio::co_spawn(
+        co_test::Io(),
+        PredictUntilSwitched(port, &switched, 5, &warm, &answers[i], &done),
+        asio::detached);
   }
   for (int i = 0; i < kClients; ++i) {
     co_await warm.async_receive(asio::use_awaitable);
