@@ -124,10 +124,20 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
            out.index();
   };
 
+  // The steps' lists are appended to lists_ as offsets, and become pointers
+  // once lists_ is complete.
+  std::vector<std::pair<IntList*, std::pair<size_t, size_t>>> list_offsets;
+  auto append = [&](IntList& list, absl::Span<const int> values) {
+    list_offsets.push_back(
+        {&list, {plan->lists_.size(), plan->lists_.size() + values.size()}});
+    plan->lists_.insert(plan->lists_.end(), values.begin(), values.end());
+  };
+  // Successors are known only once every later step was seen.
+  std::vector<absl::InlinedVector<int, 2>> successors(plan->steps_.size());
+  plan->initial_pending_.resize(plan->steps_.size());
   for (int s = 0; s < plan->num_ops(); ++s) {
     Step& step = plan->steps_[s];
-    step.first_input = plan->num_inputs_;
-    plan->num_inputs_ += step.node->num_inputs();
+    step.first_input = static_cast<int>(plan->input_slots_.size());
     step.static_cost = !step.op->async_kernel;
     for (const Output& in : step.node->inputs()) {
       step.static_cost = step.static_cost && in.shape().IsFullyDefined();
@@ -138,7 +148,7 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     }
     absl::InlinedVector<int, 8> predecessors;
     for (const Output& in : step.node->inputs()) {
-      step.input_slots.push_back(slot_of(in));
+      plan->input_slots_.push_back(slot_of(in));
       if (!fed.contains(in)) predecessors.push_back(step_of[in.node()->id()]);
     }
     for (const Node* control : step.node->control_inputs()) {
@@ -147,9 +157,13 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     std::sort(predecessors.begin(), predecessors.end());
     predecessors.erase(std::unique(predecessors.begin(), predecessors.end()),
                        predecessors.end());
-    step.initial_pending = static_cast<int>(predecessors.size());
-    for (int p : predecessors) plan->steps_[p].successors.push_back(s);
-    if (step.initial_pending == 0) plan->roots_.push_back(s);
+    plan->initial_pending_[s] = static_cast<int>(predecessors.size());
+    for (int p : predecessors) successors[p].push_back(s);
+    if (predecessors.empty()) plan->roots_.push_back(s);
+  }
+  plan->num_inputs_ = static_cast<int>(plan->input_slots_.size());
+  for (int s = 0; s < plan->num_ops(); ++s) {
+    append(plan->steps_[s].successors, successors[s]);
   }
   plan->cost_cache_ =
       std::make_unique<std::atomic<int64_t>[]>(plan->steps_.size());
@@ -174,33 +188,36 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (const auto& [output, index] : fed) {
     big[plan->first_feed_slot_ + index] = may_be_big(output.shape());
   }
+  // Readers per slot: the big slots' counts of a run start there (plus one
+  // when fetched); a small slot with one reader is dropped by it.
   std::vector<int> readers(plan->num_slots_, 0);
-  for (const Step& step : plan->steps_) {
-    for (int in : step.input_slots) ++readers[in];
-  }
+  for (int in : plan->input_slots_) ++readers[in];
   std::vector<bool> fetched(plan->num_slots_, false);
   for (int slot : plan->fetch_slots_) fetched[slot] = true;
   plan->slot_uses_.assign(plan->num_slots_, 0);
+  for (int slot = 0; slot < plan->num_slots_; ++slot) {
+    if (big[slot]) plan->slot_uses_[slot] = readers[slot] + fetched[slot];
+  }
   for (Step& step : plan->steps_) {
-    for (int in : step.input_slots) {
+    absl::InlinedVector<int, 4> release, drop, dead;
+    for (int in : plan->InputSlots(step)) {
       if (big[in]) {
-        ++plan->slot_uses_[in];
-        step.release_inputs.push_back(in);
+        release.push_back(in);
       } else if (readers[in] == 1 && !fetched[in]) {
-        step.drop_inputs.push_back(in);
+        drop.push_back(in);
       }
     }
-  }
-  for (int fetched : plan->fetch_slots_) {
-    if (big[fetched]) ++plan->slot_uses_[fetched];
-  }
-  for (Step& step : plan->steps_) {
     for (int out = 0; out < step.node->num_outputs(); ++out) {
       const int slot = step.first_output_slot + out;
-      if (big[slot] && plan->slot_uses_[slot] == 0) {
-        step.dead_outputs.push_back(slot);
-      }
+      if (big[slot] && plan->slot_uses_[slot] == 0) dead.push_back(slot);
     }
+    append(step.release_inputs, release);
+    append(step.drop_inputs, drop);
+    append(step.dead_outputs, dead);
+  }
+  for (const auto& [list, offsets] : list_offsets) {
+    list->first = plan->lists_.data() + offsets.first;
+    list->last = plan->lists_.data() + offsets.second;
   }
   return std::shared_ptr<const ExecutionPlan>(std::move(plan));
 }
@@ -270,11 +287,11 @@ class RunState : public std::enable_shared_from_this<RunState> {
         slot_uses_(plan_->slot_uses_.size()),
         remaining_(plan_->num_ops()),
         done_(std::move(done)) {
-    for (size_t s = 0; s < plan_->steps_.size(); ++s) {
-      const Step& step = plan_->steps_[s];
-      pending_[s].store(step.initial_pending, std::memory_order_relaxed);
-      const Tensor** inputs = inputs_.data() + step.first_input;
-      for (int slot : step.input_slots) *inputs++ = &slots_[slot];
+    for (size_t s = 0; s < pending_.size(); ++s) {
+      pending_[s].store(plan_->initial_pending_[s], std::memory_order_relaxed);
+    }
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      inputs_[i] = &slots_[plan_->input_slots_[i]];
     }
     for (size_t i = 0; i < slot_uses_.size(); ++i) {
       slot_uses_[i].store(plan_->slot_uses_[i], std::memory_order_relaxed);
@@ -360,7 +377,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   InputPtrs Inputs(const Step& step) const {
     return InputPtrs(inputs_.data() + step.first_input,
-                     step.input_slots.size());
+                     static_cast<size_t>(step.node->num_inputs()));
   }
 
   bool IsExpensive(int s) {
@@ -374,7 +391,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
     }
     int64_t cost = 0;
     if (step.op->cost == nullptr) {
-      for (int slot : step.input_slots) cost += slots_[slot].NumElements();
+      for (int slot : plan_->InputSlots(step)) {
+        cost += slots_[slot].NumElements();
+      }
     } else {
       InputPtrs inputs = Inputs(step);
       KernelContext ctx(*step.node, inputs,

@@ -63,30 +63,52 @@ class ExecutionPlan {
 
  private:
   friend class RunState;
+  // A list of ints kept in lists_ (which does not change once the plan is
+  // built).
+  struct IntList {
+    const int* first = nullptr;
+    const int* last = nullptr;
+    const int* begin() const { return first; }
+    const int* end() const { return last; }
+  };
+  // One op of the plan. Its lists live in the plan's flat arrays rather than
+  // in vectors of its own: a run walks them in order, so a plan of 100,000
+  // ops reads a few contiguous arrays instead of chasing five heap blocks
+  // per op (BM_Executor_Chain/100000).
   struct Step {
     const Node* node;
     const OpDef* op;
     int first_output_slot{};
-    std::vector<int> input_slots{};
-    // Where this step's input pointers start in a run's flat array of them
-    // (RunState: built once per run, not per op).
+    // Its input slots are input_slots_[first_input, first_input + the
+    // node's num_inputs()); a run's flat array of input pointers has the
+    // same layout (RunState: built once per run, not per op).
     int first_input{};
     // Every input and output shape is known at build time, so the op's cost
     // estimate is the same every run: asked once, kept in cost_cache_.
     bool static_cost{};
-    std::vector<int> successors{};
-    int initial_pending{};
+    IntList successors{};
     // Big slots (see slot_uses_) to drop once this step ran: inputs it reads
     // (when it is their last reader), and outputs nothing reads.
-    std::vector<int> release_inputs{};
-    std::vector<int> dead_outputs{};
+    IntList release_inputs{};
+    IntList dead_outputs{};
     // Small slots this step is the only reader of (and that are not
     // fetched): dropped once it ran, with no count to keep.
-    std::vector<int> drop_inputs{};
+    IntList drop_inputs{};
   };
+
+  absl::Span<const int> InputSlots(const Step& step) const {
+    return absl::MakeConstSpan(input_slots_.data() + step.first_input,
+                               static_cast<size_t>(step.node->num_inputs()));
+  }
 
   std::vector<Output> feeds_;
   std::vector<Step> steps_;
+  // Per step: how many predecessors it waits for.
+  std::vector<int> initial_pending_;
+  // Every step's input slots, in step order (Step::first_input).
+  std::vector<int> input_slots_;
+  // The steps' IntLists.
+  std::vector<int> lists_;
   // Per slot that may hold a big tensor (static shape unknown or of at least
   // kReleaseElements elements): how many inputs of steps read it, plus one
   // when it is fetched; 0 for small slots. A run drops a big slot's tensor
