@@ -2,25 +2,16 @@
 
 #include <algorithm>
 
+#include "cosession/io/json_string_state.h"
+
 namespace cosession {
 
 int JsonNestingDepth(absl::string_view text, int limit) {
   int depth = 0, deepest = 0;
-  bool in_string = false, escaped = false;
+  JsonStringState strings;
   for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
+    if (strings.InString(c)) continue;
+    if (c == '[' || c == '{') {
       deepest = std::max(deepest, ++depth);
       if (deepest > limit) return deepest;
     } else if (c == ']' || c == '}') {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/io/json_string_state.h"
 
 namespace cosession {
 namespace {
@@ -37,22 +38,15 @@ constexpr char kNonFiniteMarker = '\0';
 std::optional<std::string> WithNonFiniteTokensAsStrings(
     absl::string_view body) {
   std::string out;
-  bool in_string = false, escaped = false, rewrote = false;
+  JsonStringState strings;
+  bool rewrote = false;
   out.reserve(body.size() + 16);
   for (size_t i = 0; i < body.size(); ++i) {
     const char c = body[i];
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
+    if (strings.InString(c)) {
       out += c;
       continue;
     }
-    if (c == '"') in_string = true;
     bool matched = false;
     for (absl::string_view token : kNonFiniteTokens) {
       if (body.substr(i, token.size()) == token) {
