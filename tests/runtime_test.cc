@@ -217,8 +217,27 @@ TEST(RuntimePinThreads, MoreThreadsThanCpusWrapAround) {
 }
 
 TEST(RuntimePinThreads, ByDefaultThereIsOneThreadPerCpuOfTheProcess) {
-  Runtime runtime;
-  EXPECT_EQ(static_cast<size_t>(runtime.num_threads()), ProcessCpus().size());
+  const std::set<int> allowed = ProcessCpus();
+  {
+    Runtime runtime;
+    EXPECT_EQ(static_cast<size_t>(runtime.num_threads()), allowed.size());
+  }
+  if (allowed.size() < 2) GTEST_SKIP() << "one CPU: nothing to narrow";
+  // Narrowed as taskset narrows a process (the calling thread's mask is
+  // what the runtime reads, and what its threads inherit).
+  cpu_set_t saved;
+  ASSERT_EQ(pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(*allowed.begin(), &one);
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(one), &one), 0);
+  int narrowed_threads = 0;
+  {
+    Runtime narrowed;
+    narrowed_threads = narrowed.num_threads();
+  }
+  ASSERT_EQ(pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved), 0);
+  EXPECT_EQ(narrowed_threads, 1);
 }
 
 TEST(RuntimePinThreads, TheDefaultRuntimeBindsUnlessTheEnvironmentSays0) {

@@ -101,13 +101,17 @@ int64_t Sample(const std::string& text, const std::string& sample) {
   return -1;
 }
 
-// Fetches the metrics over HTTP until `sample` reads `value`; the server
-// runs on this thread, so each fetch lets it make progress.
+// Fetches the metrics over one kept-alive connection until `sample` reads
+// `value`; the server runs on this thread, so each fetch lets it make
+// progress.
 asio::awaitable<std::string> UntilSample(uint16_t port, std::string sample,
                                          int64_t value) {
+  absl::StatusOr<boost::beast::tcp_stream> stream = co_await HttpConnect(port);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) co_return "";
   for (;;) {
-    absl::StatusOr<ClientReply> metrics =
-        co_await HttpCall(port, "GET", "/monitoring/prometheus/metrics", "");
+    absl::StatusOr<ClientReply> metrics = co_await HttpExchange(
+        *stream, "GET", "/monitoring/prometheus/metrics", "");
     EXPECT_TRUE(metrics.ok()) << metrics.status();
     if (!metrics.ok()) co_return "";
     if (Sample(metrics->body, sample) == value) co_return metrics->body;
