@@ -61,7 +61,7 @@ class Runtime : public ParallelRunner {
   // the process may run on, each bound to its own CPU (pin_threads) unless
   // COSESSION_PIN_THREADS=0. Binding by default is measured: on the
   // project's 2-core VMs an unbound pool ran BM_Executor_FanOut/64 at
-  // 0.75-1.05 x the serial loop over 8 processes, a bound one at
+  // 0.72-1.05 x the serial loop over 8 processes, a bound one at
   // 0.67-0.79 x in all 8. With one thread per CPU, binding gives every CPU
   // exactly one pool thread of each process, so processes that share CPUs
   // share them evenly; set COSESSION_PIN_THREADS=0 where bound threads of
