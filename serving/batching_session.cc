@@ -333,7 +333,17 @@ void BatchingState::Schedule() {
       }
       rows += r->rows;
       ++count;
-      if (r->deadline) close = std::min(close, *r->deadline - reserve);
+      if (r->deadline) {
+        // Before any batch was timed there is no run time to keep in hand;
+        // half of the request's own time is, since a first run also builds
+        // its plan (1 ms had been too little under a sanitizer).
+        const std::chrono::nanoseconds kept =
+            run_estimate.count() > 0
+                ? reserve
+                : std::max<std::chrono::nanoseconds>(
+                      (*r->deadline - r->enqueued) / 2, kMinRunReserve);
+        close = std::min(close, *r->deadline - kept);
+      }
       if (rows == options.max_batch_size) {
         full = true;
         break;
