@@ -92,22 +92,51 @@ bool OnlyFetches(const RunArgs& a) {
          !a.options.timeout.has_value();
 }
 
+// True when `merged` is an only_fetches merge of exactly these fetches,
+// which the caller and the hooks ask for by Output only.
+bool SameOnlyFetchesMerge(const RunArgs& caller, absl::Span<const RunArgs> hooks,
+                          const MergedRunArgs& merged) {
+  if (!merged.only_fetches || merged.hook_fetches.size() != hooks.size() ||
+      !caller.fetch_names.empty() ||
+      !std::equal(caller.fetches.begin(), caller.fetches.end(),
+                  merged.merged_caller_fetches.begin(),
+                  merged.merged_caller_fetches.end())) {
+    return false;
+  }
+  for (size_t h = 0; h < hooks.size(); ++h) {
+    const RunArgs& hook = hooks[h];
+    const auto [begin, end] = merged.hook_fetches[h];
+    if (!OnlyFetches(hook) ||
+        !std::equal(hook.fetches.begin(), hook.fetches.end(),
+                    merged.merged_hook_fetches.begin() + begin,
+                    merged.merged_hook_fetches.begin() + end)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                           absl::Span<RunArgs> hooks, MergedRunArgs& merged) {
+  if (SameOnlyFetchesMerge(caller, hooks, merged)) return absl::OkStatus();
   merged.hook_fetches.clear();
   merged.fetch_index.clear();
   merged.extra_fetches.clear();
+  merged.merged_caller_fetches.clear();
+  merged.merged_hook_fetches.clear();
   merged.only_fetches = caller.fetch_names.empty() &&
                         std::all_of(hooks.begin(), hooks.end(), &OnlyFetches);
   if (merged.only_fetches) {
     merged.caller_fetches = caller.fetches.size();
+    merged.merged_caller_fetches = caller.fetches;
     FetchPositions positions(caller.fetches, merged.extra_fetches);
     for (size_t h = 0; h < hooks.size(); ++h) {
       const size_t begin = merged.fetch_index.size();
       for (const Output& fetch : hooks[h].fetches) {
         merged.fetch_index.push_back(positions.Find(fetch));
+        merged.merged_hook_fetches.push_back(fetch);
       }
       merged.hook_fetches.emplace_back(begin, merged.fetch_index.size());
     }

@@ -52,6 +52,12 @@ struct MergedRunArgs {
   std::vector<std::pair<size_t, size_t>> hook_fetches{};
   std::vector<size_t> fetch_index{};
 
+  // Of an only_fetches merge: the caller's fetches and each hook's, as they
+  // were merged (the hooks' in hook order, hook_fetches delimiting them),
+  // so that the next step asking for exactly the same keeps this merge.
+  std::vector<Output> merged_caller_fetches{};
+  std::vector<Output> merged_hook_fetches{};
+
   // Hook `h`'s results among the run's `values`, into `out` (its capacity
   // reused).
   void HookResults(absl::Span<const Tensor> values, size_t h,
@@ -63,8 +69,11 @@ struct MergedRunArgs {
 
 // Merges `caller` and `hooks` (hook h's args at hooks[h]; their feeds are
 // moved out and their names resolved in place) into `merged`, whose vectors
-// are reused (a step that merges every time keeps their capacity). On
-// error `merged` is unspecified. `caller` must outlive the run of `merged`
+// are reused (a step that merges every time keeps their capacity). When
+// `merged` holds an only_fetches merge of the same fetches -- the caller's
+// and every hook's, equal one by one, as in the usual step of hooks that
+// fetch the global step -- it is kept as it is, at the cost of comparing
+// them. On error `merged` is unspecified. `caller` must outlive the run of `merged`
 // (only_fetches refers to it).
 absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                           absl::Span<RunArgs> hooks, MergedRunArgs& merged);

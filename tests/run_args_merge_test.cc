@@ -93,6 +93,57 @@ TEST(MergeRunArgs, AFetchAlreadyFetchedSharesItsResultInsteadOfAnotherFetch) {
   EXPECT_EQ(HookValues(t, merged, caller, 2), (std::vector<float>{6, 5}));
 }
 
+// A step that asks for what the last one asked keeps its merge; any
+// change -- a hook's fetches, the caller's, a hook that now asks for more
+// than fetches -- merges anew, as if the merge were made from scratch.
+TEST(MergeRunArgs, TheNextStepMergesAnewWhateverChangedSinceTheLast) {
+  Tensors t;
+  MergedRunArgs merged;  // reused from step to step, as StepRunner does
+  auto step = [&](const RunArgs& caller, std::vector<RunArgs> hooks) {
+    EXPECT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+    std::vector<std::vector<float>> per_hook;
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      per_hook.push_back(HookValues(t, merged, caller, h));
+    }
+    return per_hook;
+  };
+  using Values = std::vector<std::vector<float>>;
+  auto fetching = [](std::vector<Output> fetches) {
+    return RunArgs{.fetches = std::move(fetches)};
+  };
+  const RunArgs caller;
+  EXPECT_EQ(step(caller, {fetching({t.outs[5]}), fetching({t.outs[5]})}),
+            (Values{{5}, {5}}));
+  EXPECT_EQ(step(caller, {fetching({t.outs[5]}), fetching({t.outs[5]})}),
+            (Values{{5}, {5}}));
+  // The same number of fetches, another tensor.
+  EXPECT_EQ(step(caller, {fetching({t.outs[5]}), fetching({t.outs[6]})}),
+            (Values{{5}, {6}}));
+  // A hook that asks for one more tensor (a summary step).
+  EXPECT_EQ(
+      step(caller, {fetching({t.outs[5]}), fetching({t.outs[5], t.outs[7]})}),
+      (Values{{5}, {5, 7}}));
+  EXPECT_EQ(merged.extra_fetches, (std::vector<Output>{t.outs[5], t.outs[7]}));
+  EXPECT_EQ(step(caller, {fetching({t.outs[5]}), fetching({t.outs[6]})}),
+            (Values{{5}, {6}}));
+  // The caller now fetches the hooks' tensor: they share its result.
+  const RunArgs fetching_caller = fetching({t.outs[6]});
+  EXPECT_EQ(
+      step(fetching_caller, {fetching({t.outs[5]}), fetching({t.outs[6]})}),
+      (Values{{5}, {6}}));
+  EXPECT_EQ(merged.caller_fetches, 1u);
+  EXPECT_EQ(merged.extra_fetches, (std::vector<Output>{t.outs[5]}));
+  // A hook that also asks for a target: no longer only fetches.
+  RunArgs with_target = fetching({t.outs[5]});
+  with_target.targets = {t.op};
+  step(caller, {with_target, fetching({t.outs[6]})});
+  EXPECT_FALSE(merged.only_fetches);
+  EXPECT_EQ(merged.args.targets, (std::vector<Operation>{t.op}));
+  // Back to fetches only, one hook fewer.
+  EXPECT_EQ(step(caller, {fetching({t.outs[8]})}), (Values{{8}}));
+  EXPECT_TRUE(merged.only_fetches);
+}
+
 TEST(MergeRunArgs, BeyondAFewFetchesTheSharingStillHolds) {
   Tensors t;
   RunArgs caller;
