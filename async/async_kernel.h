@@ -17,6 +17,13 @@
 // cancellation error). The KernelContext, its inputs and outputs live until
 // the coroutine completes.
 //
+// An op that often need not wait (a buffer that is usually full) may also
+// give a synchronous attempt, `try_fn`: the executor calls it first, on the
+// thread that made the op ready, like a plain kernel. It returns the op's
+// status when it could finish without waiting, or nullopt -- having changed
+// nothing -- when it must wait; then the coroutine runs as above. An op
+// that completes without waiting thus costs its run no thread hop.
+//
 // graph/ sees only the opaque AsyncKernel handle (graph/kernel.h), so that
 // the graph layer needs no Asio.
 //
@@ -28,6 +35,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -39,21 +47,33 @@ class CoroutineKernel : public AsyncKernel {
  public:
   using Fn =
       std::function<boost::asio::awaitable<absl::Status>(KernelContext&)>;
+  using TryFn = std::function<std::optional<absl::Status>(KernelContext&)>;
 
-  explicit CoroutineKernel(Fn fn) : fn_(std::move(fn)) {}
+  explicit CoroutineKernel(Fn fn, TryFn try_fn = nullptr)
+      : fn_(std::move(fn)), try_fn_(std::move(try_fn)) {}
 
   // The coroutine for one execution; `context` must outlive it.
   boost::asio::awaitable<absl::Status> Run(KernelContext& context) const {
     return fn_(context);
   }
 
+  bool has_try() const { return static_cast<bool>(try_fn_); }
+  // The synchronous attempt: the status, or nullopt when the op must wait
+  // (always nullopt without a try_fn).
+  std::optional<absl::Status> TryRun(KernelContext& context) const {
+    if (!try_fn_) return std::nullopt;
+    return try_fn_(context);
+  }
+
  private:
   Fn fn_;
+  TryFn try_fn_;
 };
 
 inline std::shared_ptr<const AsyncKernel> MakeAsyncKernel(
-    CoroutineKernel::Fn fn) {
-  return std::make_shared<const CoroutineKernel>(std::move(fn));
+    CoroutineKernel::Fn fn, CoroutineKernel::TryFn try_fn = nullptr) {
+  return std::make_shared<const CoroutineKernel>(std::move(fn),
+                                                 std::move(try_fn));
 }
 
 }  // namespace cosession

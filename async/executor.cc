@@ -316,7 +316,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
         self->Stop(absl::CancelledError("Run was cancelled"));
       });
     }
-    if (timeout.has_value()) StartDeadline(*timeout);
+    if (timeout.has_value()) {
+      deadline_set_ = true;
+      StartDeadline(*timeout);
+    }
     // RunInline pops from the back and the plan keeps its roots reversed,
     // so that they run in graph order, and an op whose inputs are the first
     // roots (a MatMul of two Consts) becomes ready, and reaches the pool, as
@@ -480,11 +483,11 @@ class RunState : public std::enable_shared_from_this<RunState> {
       // The kept expensive step is the front one: it runs last.
       if (ready.empty()) ready.holds_expensive = false;
       const Step& step = plan_->steps_[s];
-      if (step.op->async_kernel && !stopped()) {
+      if (step.op->async_kernel && !stopped() && !TryAsyncNow(step)) {
         StartAsync(s);  // finishes later, through AsyncDone
         continue;
       }
-      if (!stopped()) RunSync(step);
+      if (!stopped() && !step.op->async_kernel) RunSync(step);
       Finish(s, ready);
     }
   }
@@ -505,6 +508,31 @@ class RunState : public std::enable_shared_from_this<RunState> {
     }
     if (trace_) Record(step, start);
     if (!status.ok()) Stop(std::move(status));
+  }
+
+  // An async kernel's synchronous attempt (async/async_kernel.h): true when
+  // the op finished on this thread (its error, if any, stops the run).
+  bool TryAsyncNow(const Step& step) {
+    const auto& kernel =
+        static_cast<const CoroutineKernel&>(*step.op->async_kernel);
+    if (!kernel.has_try()) return false;
+    InputPtrs inputs = Inputs(step);
+    KernelContext ctx(*step.node, inputs,
+                      slots_.data() + step.first_output_slot, *resources_,
+                      &stop_);
+    const auto start = trace_ ? std::chrono::steady_clock::now()
+                              : std::chrono::steady_clock::time_point();
+    std::optional<absl::Status> status;
+    try {
+      status = kernel.TryRun(ctx);
+    } catch (...) {
+      status =
+          StatusFromException(std::current_exception(), OpLabel(*step.node));
+    }
+    if (!status.has_value()) return false;
+    if (trace_) Record(step, start);
+    if (!status->ok()) Stop(*std::move(status));
+    return true;
   }
 
   void Record(const Step& step, std::chrono::steady_clock::time_point start) {
@@ -538,6 +566,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // ---- async kernels: started, tracked and cancelled on the strand.
 
   void StartAsync(int s) {
+    async_started_.store(true, std::memory_order_relaxed);
     asio::dispatch(*strand_, [self = shared_from_this(), s] {
       if (self->stopped()) {
         self->AsyncDone(s, absl::OkStatus());
@@ -605,7 +634,11 @@ class RunState : public std::enable_shared_from_this<RunState> {
       status = status_;
       node_stats = std::move(node_stats_);
     }
-    if (strand_.has_value()) {
+    // Only what runs on the strand -- a deadline, an async kernel's
+    // coroutine -- needs to learn that the run completed; a run whose async
+    // kernels all finished at once skips the post.
+    if (strand_.has_value() &&
+        (deadline_set_ || async_started_.load(std::memory_order_relaxed))) {
       asio::post(*strand_, [self = shared_from_this()] {
         self->completed_ = true;
         if (self->deadline_.has_value()) self->deadline_->cancel();
@@ -644,6 +677,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::vector<NodeExecStats> node_stats_ ABSL_GUARDED_BY(mu_);
 
+  // Set before any op runs (deadline_set_) or before an async kernel's
+  // coroutine is started; read by Complete, after every op finished.
+  bool deadline_set_ = false;
+  std::atomic<bool> async_started_{false};
   // Only for plans with async kernels or a deadline; the members below are
   // touched only on the strand.
   std::optional<asio::strand<Runtime::executor_type>> strand_;

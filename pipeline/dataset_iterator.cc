@@ -41,28 +41,27 @@ std::shared_ptr<const GetNextConfig> ConfigOf(const Node& node) {
   return attr == nullptr ? nullptr : attr->get<GetNextConfig>();
 }
 
-asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
-  std::shared_ptr<detail::Prefetcher> iterator =
-      ctx.resources().LookupResource<detail::Prefetcher>(ctx.node());
-  if (iterator == nullptr) {
-    co_return absl::FailedPreconditionError(absl::StrCat(
-        kIteratorGetNextOp, " '", ctx.node().name(),
-        "': the dataset iterator of this session was not started; add a "
-        "DatasetHook (training/dataset_hook.h) to the MonitoredSession, or "
-        "call StartDatasetIterator(session, coordinator, get_next) before "
-        "running it"));
-  }
-  // No co_await inside a conditional expression: g++ 12 destroys its
-  // temporaries twice (docs/async_pitfalls.md, item 13).
-  std::optional<ElementIterator::Result> ready = iterator->TryReceive();
-  if (!ready.has_value()) ready = co_await iterator->Receive();
-  ElementIterator::Result next = *std::move(ready);
-  if (!next.ok()) co_return next.status();
-  if (!next->has_value()) co_return absl::OutOfRangeError("End of sequence");
+std::shared_ptr<detail::Prefetcher> IteratorOf(KernelContext& ctx) {
+  return ctx.resources().LookupResource<detail::Prefetcher>(ctx.node());
+}
+
+absl::Status NotStarted(KernelContext& ctx) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      kIteratorGetNextOp, " '", ctx.node().name(),
+      "': the dataset iterator of this session was not started; add a "
+      "DatasetHook (training/dataset_hook.h) to the MonitoredSession, or "
+      "call StartDatasetIterator(session, coordinator, get_next) before "
+      "running it"));
+}
+
+// The op's outputs from the iterator's next result.
+absl::Status TakeNext(KernelContext& ctx, ElementIterator::Result next) {
+  if (!next.ok()) return next.status();
+  if (!next->has_value()) return absl::OutOfRangeError("End of sequence");
   std::shared_ptr<const GetNextConfig> config = ConfigOf(ctx.node());
   Element& element = **next;
   absl::Status fits = CheckElement(element, config->spec, config->what);
-  if (!fits.ok()) co_return fits;
+  if (!fits.ok()) return fits;
   // Counted as taken before the step ends, so that a checkpoint saved
   // after this step resumes after this element.
   absl::StatusOr<Tensor> position = ctx.resources().UpdateVariable(
@@ -70,11 +69,30 @@ asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
         return Tensor::Scalar<int64_t>(
             current == nullptr ? 1 : current->scalar<int64_t>() + 1);
       });
-  if (!position.ok()) co_return position.status();
+  if (!position.ok()) return position.status();
   for (size_t i = 0; i < element.size(); ++i) {
     ctx.set_output(static_cast<int>(i), std::move(element.tensor(i)));
   }
-  co_return absl::OkStatus();
+  return absl::OkStatus();
+}
+
+// The usual step: the element is already in the buffer.
+std::optional<absl::Status> TryGetNext(KernelContext& ctx) {
+  std::shared_ptr<detail::Prefetcher> iterator = IteratorOf(ctx);
+  if (iterator == nullptr) return NotStarted(ctx);
+  std::optional<ElementIterator::Result> ready = iterator->TryReceive();
+  if (!ready.has_value()) return std::nullopt;
+  return TakeNext(ctx, *std::move(ready));
+}
+
+asio::awaitable<absl::Status> GetNextKernel(KernelContext& ctx) {
+  std::shared_ptr<detail::Prefetcher> iterator = IteratorOf(ctx);
+  if (iterator == nullptr) co_return NotStarted(ctx);
+  // No co_await inside a conditional expression: g++ 12 destroys its
+  // temporaries twice (docs/async_pitfalls.md, item 13).
+  std::optional<ElementIterator::Result> ready = iterator->TryReceive();
+  if (!ready.has_value()) ready = co_await iterator->Receive();
+  co_return TakeNext(ctx, *std::move(ready));
 }
 
 absl::Status GetNextShape(InferenceContext& c) {
@@ -96,7 +114,7 @@ void RegisterDatasetOps() {
     ThrowIfError(OpRegistry::Global().Register(
         {.name = kIteratorGetNextOp,
          .shape_fn = GetNextShape,
-         .async_kernel = MakeAsyncKernel(GetNextKernel),
+         .async_kernel = MakeAsyncKernel(GetNextKernel, TryGetNext),
          .stateful = true}));
     return true;
   }();

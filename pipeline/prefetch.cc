@@ -13,13 +13,15 @@
 // while its chain still runs. Shutdown (the consumer is gone) does the
 // same without the coordinator.
 //
-// Results. Elements travel in a concurrent channel of buffer_size results.
+// Results. They travel through a ResultBuffer (pipeline/detail/
+// result_buffer.h) of buffer_size results: the producer parks when it is
+// full and is woken once consumers took half of it; a consumer that finds
+// it empty while the producer keeps pace spins briefly instead of sleeping.
 // The first final result -- the end of the input (nullopt), an error, or a
-// stop -- is recorded once (Finish); a consumer that meets it returns it
-// from then on. The end travels in the channel behind the elements before
-// it; an error or a stop closes the channel at once, dropping what is
-// buffered (an error also requests stop on the coordinator, as any failed
-// coordinated task does).
+// stop -- is recorded once; a consumer that meets it returns it from then
+// on. The end travels behind the elements before it; an error or a stop
+// closes the buffer at once, dropping what is buffered (an error also
+// requests stop on the coordinator, as any failed coordinated task does).
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -27,8 +29,6 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/channel_error.hpp>
-#include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -44,6 +44,7 @@
 #include "cosession/async/completion.h"
 #include "cosession/async/status_from_exception.h"
 #include "cosession/pipeline/detail/prefetcher.h"
+#include "cosession/pipeline/detail/result_buffer.h"
 #include "cosession/pipeline/detail/stages.h"
 
 namespace cosession::detail {
@@ -58,27 +59,19 @@ absl::Status PipelineStopped() {
 class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
  public:
   using Result = ElementIterator::Result;
-  using Channel =
-      asio::experimental::concurrent_channel<void(error_code, Result)>;
   using Strand = asio::strand<Runtime::executor_type>;
 
   PrefetcherState(Runtime::executor_type pool, int64_t buffer_size)
       : strand(asio::make_strand(pool)),
-        channel(strand, static_cast<size_t>(buffer_size)) {}
+        buffer(std::make_shared<ResultBuffer>(
+            static_cast<size_t>(buffer_size))) {}
 
-  std::optional<Result> final_result() {
-    std::lock_guard lock(mu_);
-    return final_;
-  }
-  // Records the final result (the first one wins). With `close`, closes
-  // the channel: waiting receivers wake up and read the final result, a
-  // pending send fails, buffered results are dropped.
+  std::optional<Result> final_result() { return buffer->final_result(); }
+  // Records the final result (the first one wins). With `close`, waiting
+  // receivers wake up and read it, a waiting producer stops, buffered
+  // results are dropped; without, they stay to be taken first.
   void Finish(Result result, bool close) {
-    {
-      std::lock_guard lock(mu_);
-      if (!final_.has_value()) final_ = std::move(result);
-    }
-    if (close) channel.close();
+    buffer->Close(std::move(result), /*drop_buffered=*/close);
   }
 
   bool stopping() const { return stopping_.load(std::memory_order_acquire); }
@@ -133,7 +126,7 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
   }
 
   Strand strand;
-  Channel channel;
+  const std::shared_ptr<ResultBuffer> buffer;
   // Emitted only on `strand` (StopFill): Fill's cancellation, while Fill
   // runs (fill_running, also only touched on `strand`).
   asio::cancellation_signal fill_signal;
@@ -142,7 +135,6 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
  private:
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
-  std::optional<Result> final_ ABSL_GUARDED_BY(mu_);
   std::optional<absl::Status> fill_result_ ABSL_GUARDED_BY(mu_);
   absl::AnyInvocable<void(absl::Status)> fill_waiter_ ABSL_GUARDED_BY(mu_);
 };
@@ -160,7 +152,7 @@ class ProducerGuard {
       : state_(std::move(other.state_)) {}
   ProducerGuard& operator=(ProducerGuard&&) = delete;
   ~ProducerGuard() {
-    // After the end was queued (a final result recorded, the channel still
+    // After the end was queued (a final result recorded, the buffer still
     // open), the buffered elements are still the consumer's.
     if (state_ != nullptr && !state_->final_result().has_value()) {
       state_->Finish(PipelineStopped(), /*close=*/true);
@@ -171,7 +163,7 @@ class ProducerGuard {
   std::shared_ptr<PrefetcherState> state_;
 };
 
-// The chain, element by element, into the channel. `state` and `input`
+// The chain, element by element, into the buffer. `state` and `input`
 // belong to Fill's frame, which outlives this call.
 asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
                                        ElementIterator& input,
@@ -181,13 +173,21 @@ asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
     absl::StatusOr<int64_t> skipped = co_await input.Skip(skip_first);
     if (!skipped.ok()) co_return skipped.status();
   }
+  ResultBuffer& buffer = *state.buffer;
   while (!state.stopping()) {
     ElementIterator::Result next = co_await NextOf(input);
     if (!next.ok()) co_return next.status();
     const bool at_end = !next->has_value();
-    auto [ec] = co_await state.channel.async_send(
-        error_code(), std::move(next), asio::as_tuple(asio::use_awaitable));
-    if (ec) co_return PipelineStopped();  // closed or cancelled: stopped
+    for (;;) {
+      const ResultBuffer::PushOutcome pushed = buffer.TryPush(next);
+      if (pushed == ResultBuffer::PushOutcome::kDone) break;
+      if (pushed == ResultBuffer::PushOutcome::kClosed) {
+        co_return PipelineStopped();
+      }
+      auto [ec] = co_await buffer.AsyncWaitForSpace(
+          asio::as_tuple(asio::use_awaitable));
+      if (ec) co_return PipelineStopped();  // closed or cancelled: stopped
+    }
     if (at_end) {
       state.Finish(std::optional<Element>(), /*close=*/false);
       co_return absl::OkStatus();
@@ -277,45 +277,14 @@ void Prefetcher::Shutdown() {
   state_->StopFill(asio::cancellation_type::terminal);
 }
 
-namespace {
-
-// What a receiver does with a received result: the end and errors become
-// the final result that every later receive returns.
-ElementIterator::Result Received(PrefetcherState& state,
-                                 ElementIterator::Result result) {
-  if (!result.ok() || !result->has_value()) {
-    state.Finish(result, /*close=*/true);
-  }
-  return result;
-}
-
-}  // namespace
-
 std::optional<Prefetcher::Result> Prefetcher::TryReceive() {
-  // The channel first: the end travels in it behind the last elements, and
-  // once a final result closed it, nothing more comes out of it.
-  std::optional<Result> received;
-  state_->channel.try_receive([&](error_code ec, Result result) {
-    if (!ec) received = std::move(result);
-  });
-  if (received.has_value()) return Received(*state_, *std::move(received));
-  return state_->final_result();
+  return state_->buffer->TryPop();
 }
 
 asio::awaitable<Prefetcher::Result> Prefetcher::Receive() {
   if (std::optional<Result> ready = TryReceive()) co_return *std::move(ready);
   std::shared_ptr<PrefetcherState> state = state_;
-  auto [ec, result] = co_await state->channel.async_receive(
-      asio::as_tuple(asio::use_awaitable));
-  if (ec == asio::experimental::error::channel_closed) {
-    std::optional<Result> final_result = state->final_result();
-    co_return final_result.has_value() ? *std::move(final_result)
-                                       : Result(PipelineStopped());
-  }
-  if (ec)
-    co_return Result(
-        absl::CancelledError("the wait for the next element was cancelled"));
-  co_return Received(*state, std::move(result));
+  co_return co_await state->buffer->AsyncPop(asio::use_awaitable);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -169,6 +170,57 @@ TEST(Executor, AsyncKernelErrorIsReturned) {
   ASSERT_FALSE(value.ok());
   EXPECT_EQ(value.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(value.status().message().find("'flaky'"), absl::string_view::npos);
+}
+
+// An async kernel whose synchronous attempt can finish it
+// (async/async_kernel.h) runs like a plain kernel: on the thread that
+// started the run, without its coroutine.
+CO_TEST(Executor, AnAsyncKernelThatNeedNotWaitFinishesOnTheStartingThread) {
+  TestEvents events;
+  {
+    std::lock_guard lock(events.mu);
+    events.ready_now = true;
+  }
+  Graph g;
+  Output x = testing::TestMaybeReady(g, "x");
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {x}};
+  auto values = co_await session.Run(args, asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 2.0f);  // the attempt's output
+  std::lock_guard lock(events.mu);
+  EXPECT_EQ(events.attempt_thread, std::this_thread::get_id());
+}
+
+CO_TEST(Executor, AnAsyncKernelThatMustWaitRunsItsCoroutine) {
+  TestEvents events;  // ready_now unset: the attempt declines
+  Graph g;
+  Output x = testing::TestMaybeReady(g, "x");
+  Output y = ops::Add(g, x, x);
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {y}};
+  auto values = co_await session.Run(args, asio::use_awaitable);
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 2.0f);  // 1 + 1: the coroutine's
+}
+
+CO_TEST(Executor, AnAsyncKernelsSynchronousErrorStopsTheRun) {
+  TestEvents events;
+  {
+    std::lock_guard lock(events.mu);
+    events.ready_now = true;
+    events.attempt_fails = true;
+  }
+  Graph g;
+  Output x = testing::TestMaybeReady(g, "flaky");
+  Output after = testing::TestCount(g, {x}, {}, "after");
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {after}};
+  auto values = co_await session.Run(args, asio::use_awaitable);
+  CO_ASSERT_TRUE(!values.ok());
+  EXPECT_EQ(values.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(values.status().message().find("'flaky'"), absl::string_view::npos);
+  EXPECT_EQ(events.runs("after"), 0);
 }
 
 // Each kernel waits for a trigger that the test sends only after both have

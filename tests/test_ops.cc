@@ -4,7 +4,9 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "cosession/async/async_kernel.h"
@@ -61,6 +63,25 @@ asio::awaitable<absl::Status> AsyncFailKernel(KernelContext& ctx) {
   co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
   co_return absl::UnavailableError(
       absl::StrCat("TestAsyncFail '", ctx.node().name(), "' failed"));
+}
+
+std::optional<absl::Status> MaybeReadyAttempt(KernelContext& ctx) {
+  TestEvents& events = TestEvents::Current();
+  std::lock_guard lock(events.mu);
+  if (!events.ready_now) return std::nullopt;
+  events.attempt_thread = std::this_thread::get_id();
+  if (events.attempt_fails) {
+    return absl::InternalError(
+        absl::StrCat("TestMaybeReady '", ctx.node().name(), "' failed"));
+  }
+  ctx.set_output(0, Tensor::Scalar<float>(2));
+  return absl::OkStatus();
+}
+
+asio::awaitable<absl::Status> MaybeReadyKernel(KernelContext& ctx) {
+  co_await asio::post(co_await asio::this_coro::executor, asio::use_awaitable);
+  ctx.set_output(0, Tensor::Scalar<float>(1));
+  co_return absl::OkStatus();
 }
 
 Output Add(Graph& g, const char* op, std::vector<Output> inputs,
@@ -123,6 +144,10 @@ void RegisterTestOps() {
         r.Register({.name = "TestAsyncFail",
                     .shape_fn = FloatScalarOutput,
                     .async_kernel = MakeAsyncKernel(AsyncFailKernel)}));
+    ThrowIfError(r.Register(
+        {.name = "TestMaybeReady",
+         .shape_fn = FloatScalarOutput,
+         .async_kernel = MakeAsyncKernel(MaybeReadyKernel, MaybeReadyAttempt)}));
     ThrowIfError(r.Register({.name = "TestKeep",
                              .shape_fn = FloatScalarOutput,
                              .kernel = [](KernelContext& ctx) {
@@ -169,6 +194,10 @@ Output TestNever(Graph& g, std::string name) {
 }
 Output TestAsyncFail(Graph& g, std::string name) {
   return Add(g, "TestAsyncFail", {}, {}, std::move(name));
+}
+
+Output TestMaybeReady(Graph& g, std::string name) {
+  return Add(g, "TestMaybeReady", {}, {}, std::move(name));
 }
 
 Output TestKeep(Graph& g, Output x, std::string name) {

@@ -12,6 +12,13 @@
 //   TestNever()           async: sends its name on `started`, then waits on a
 //                         channel nobody sends to (until cancelled).
 //   TestAsyncFail()       async: yields once, then fails with Unavailable.
+//   TestMaybeReady()      async, with a synchronous attempt: when
+//                         TestEvents::ready_now is set, the attempt
+//                         finishes it (records its thread in
+//                         TestEvents::attempt_thread, outputs float 2; with
+//                         TestEvents::attempt_fails, fails with Internal
+//                         instead); otherwise the coroutine runs: yields
+//                         once, outputs float 1.
 //   TestKeep(x)           sync: keeps a copy of x in TestEvents::kept;
 //                         outputs float 1.
 //   TestKeptIsSole(...)   sync: outputs float 1 when nothing but
@@ -26,6 +33,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -64,6 +72,9 @@ class TestEvents {
   std::condition_variable pair_arrived;  // with mu
   int pair_arrivals ABSL_GUARDED_BY(mu) = 0;
   Tensor kept ABSL_GUARDED_BY(mu);
+  bool ready_now ABSL_GUARDED_BY(mu) = false;
+  bool attempt_fails ABSL_GUARDED_BY(mu) = false;
+  std::thread::id attempt_thread ABSL_GUARDED_BY(mu);
 };
 
 void RegisterTestOps();
@@ -79,6 +90,7 @@ Output TestThrow(Graph& g, std::string name = "");
 Output TestWait(Graph& g, std::string name = "");
 Output TestNever(Graph& g, std::string name = "");
 Output TestAsyncFail(Graph& g, std::string name = "");
+Output TestMaybeReady(Graph& g, std::string name = "");
 Output TestKeep(Graph& g, Output x, std::string name = "");
 Output TestKeptIsSole(Graph& g, std::vector<Operation> control_inputs,
                       std::string name = "");
