@@ -13,6 +13,8 @@
 //     longer than a fixed padded dimension, or of another rank, is
 //     InvalidArgument.
 // An input error is returned at once; the partial batch is dropped.
+// Batch over a stage that builds its own batches (detail::BatchFusable:
+// CsvRows) is that stage's fused batch, with the same results.
 // Skip(k) skips k * n input elements (Batch; PaddedBatch too), building
 // nothing.
 #include <boost/asio/use_awaitable.hpp>
@@ -375,6 +377,12 @@ class PaddedBatchDataset : public DatasetNode {
 }  // namespace
 
 Node BatchNode(Node input, int64_t batch_size, bool drop_remainder) {
+  if (const auto* fusable = dynamic_cast<const BatchFusable*>(input.get())) {
+    return fusable->FusedBatch(batch_size, drop_remainder);
+  }
+  return StackingBatchNode(std::move(input), batch_size, drop_remainder);
+}
+Node StackingBatchNode(Node input, int64_t batch_size, bool drop_remainder) {
   return std::make_shared<BatchDataset>(std::move(input), batch_size,
                                         drop_remainder);
 }

@@ -1,38 +1,77 @@
+// CsvRows (pipeline/csv_rows.h), and its fusion with Batch.
+//
+// Element by element, CsvRows is Filter(not blank) then Map(parse one
+// row) -- with Map's parallelism. Batch(n) over it is fused (as tf.data
+// fuses map and batch): the lines, taken as views from a LineSource
+// (pipeline/detail/line_source.h), are parsed straight into the batch's
+// two tensors, with no element, no string and no tensor per row. The
+// fused stage yields exactly what Batch(CsvRows) would: the same batches,
+// the same errors naming the row's origin, the same Skip; an error ends
+// the stream. Its lines must come from a source of views (TextLines,
+// ReadLines, TcpLines: detail::LineSourceNode); over any other input the
+// chain stays unfused.
+//
+// With parallelism P > 1 the fused stage gathers up to P batches of raw
+// lines ahead of the consumer and parses them on the pool, one task per
+// batch, and the consumer parses too: when the batch it must return next
+// is being parsed on the pool, it parses a later one instead of waiting
+// (a wake-up would cost it more than a row). Batches come out in input
+// order; an input error comes after the batches before it.
 #include "cosession/pipeline/csv_rows.h"
 
+#include <boost/asio/associated_cancellation_slot.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <cmath>
+#include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/strings/str_cat.h"
+#include "cosession/async/completion.h"
 #include "cosession/io/csv_reader.h"
+#include "cosession/pipeline/detail/line_source.h"
+#include "cosession/pipeline/detail/stages.h"
 
 namespace cosession {
 namespace {
+
+namespace asio = boost::asio;
+using detail::LineSource;
+using Result = ElementIterator::Result;
 
 absl::Status OptionError(absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("CsvRows: ", problem));
 }
 
-absl::StatusOr<Element> ParseRow(const CsvRowOptions& options, Element line) {
-  const std::string& text = line.text(0);
-  std::vector<double> values;
-  values.reserve(static_cast<size_t>(options.num_columns));
+// Parses the row `text` into `features` (num_columns - 1 floats) and the
+// label at `label` (an int32 or int64, as options.label_dtype says).
+// `values` is scratch space. Errors name the column, not the row: the
+// caller prefixes the row's origin.
+absl::Status ParseRowInto(const CsvRowOptions& options, absl::string_view text,
+                          std::vector<double>& values, float* features,
+                          void* label) {
+  values.clear();
   if (absl::Status s =
           ParseCsvFields(text, options.num_columns, options.delimiter, values);
       !s.ok()) {
-    return absl::InvalidArgumentError(line.origin.Describe(s.message()));
+    return s;
   }
   const int64_t label_column = options.label_column;
-  const double label = values[static_cast<size_t>(label_column)];
+  const double value = values[static_cast<size_t>(label_column)];
   if (options.num_classes.has_value() &&
-      !(label >= 0 && label < static_cast<double>(*options.num_classes) &&
-        std::floor(label) == label)) {
-    return absl::InvalidArgumentError(line.origin.Describe(absl::StrCat(
-        "column ", label_column + 1, ": label ", label, " is out of range [0, ",
-        *options.num_classes, ") (num_classes)")));
+      !(value >= 0 && value < static_cast<double>(*options.num_classes) &&
+        std::floor(value) == value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "column ", label_column + 1, ": label ", value, " is out of range [0, ",
+        *options.num_classes, ") (num_classes)"));
   }
   const bool int32 = options.label_dtype == DType::kInt32;
   const double min_label =
@@ -41,29 +80,520 @@ absl::StatusOr<Element> ParseRow(const CsvRowOptions& options, Element line) {
   const double max_label =
       int32 ? static_cast<double>(std::numeric_limits<int32_t>::max())
             : 9.2233720368547748e18;
-  if (std::floor(label) != label || label < min_label || label > max_label) {
-    return absl::InvalidArgumentError(line.origin.Describe(
-        absl::StrCat("column ", label_column + 1, ": label '", label,
+  if (std::floor(value) != value || value < min_label || value > max_label) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("column ", label_column + 1, ": label '", value,
                      "' is not an integer in the range of ",
-                     DTypeName(options.label_dtype))));
+                     DTypeName(options.label_dtype)));
   }
-  Tensor features =
-      Tensor::Allocate(DType::kFloat, TensorShape{options.num_columns - 1});
-  absl::Span<float> out = features.mutable_flat<float>();
   size_t f = 0;
   for (int64_t c = 0; c < options.num_columns; ++c) {
-    if (c != label_column) out[f++] = static_cast<float>(values[c]);
+    if (c != label_column) features[f++] = static_cast<float>(values[c]);
   }
-  Tensor label_tensor = Tensor::Allocate(options.label_dtype, TensorShape{});
   if (int32) {
-    label_tensor.mutable_flat<int32_t>()[0] = static_cast<int32_t>(label);
+    *static_cast<int32_t*>(label) = static_cast<int32_t>(value);
   } else {
-    label_tensor.mutable_flat<int64_t>()[0] = static_cast<int64_t>(label);
+    *static_cast<int64_t*>(label) = static_cast<int64_t>(value);
   }
-  Element row = MakeElement({std::move(features), std::move(label_tensor)});
+  return absl::OkStatus();
+}
+
+size_t LabelBytes(const CsvRowOptions& options) {
+  return options.label_dtype == DType::kInt32 ? 4 : 8;
+}
+
+// One element: a row parsed into a (features, label) pair.
+absl::StatusOr<Element> ParseRow(const CsvRowOptions& options, Element line) {
+  Tensor features =
+      Tensor::Allocate(DType::kFloat, TensorShape{options.num_columns - 1});
+  Tensor label = Tensor::Allocate(options.label_dtype, TensorShape{});
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(options.num_columns));
+  if (absl::Status s =
+          ParseRowInto(options, line.text(0), values,
+                       features.mutable_flat<float>().data(), label.raw_data());
+      !s.ok()) {
+    return absl::InvalidArgumentError(line.origin.Describe(s.message()));
+  }
+  Element row = MakeElement({std::move(features), std::move(label)});
   row.origin = std::move(line.origin);
   return row;
 }
+
+// The rows of one batch as they are parsed: the two tensors of n rows,
+// filled row by row, and the first row's origin (the batch's).
+class BatchUnderConstruction {
+ public:
+  BatchUnderConstruction(const CsvRowOptions& options, int64_t n)
+      : features_(Tensor::Allocate(DType::kFloat,
+                                   TensorShape{n, options.num_columns - 1})),
+        labels_(Tensor::Allocate(options.label_dtype, TensorShape{n})),
+        label_bytes_(LabelBytes(options)),
+        features_per_row_(options.num_columns - 1) {}
+
+  int64_t rows() const { return rows_; }
+  float* next_features() {
+    return features_.mutable_flat<float>().data() + rows_ * features_per_row_;
+  }
+  void* next_label() {
+    return static_cast<char*>(labels_.raw_data()) + rows_ * label_bytes_;
+  }
+  // The batch's origin: its first row's.
+  bool needs_origin() const { return rows_ == 0; }
+  void set_origin(ElementOrigin origin) { origin_ = std::move(origin); }
+  void Added() { ++rows_; }
+  // The element of the rows added; the tensors are cut to them when fewer
+  // than n.
+  Element Take(const CsvRowOptions& options) && {
+    const int64_t capacity = labels_.shape().dim_size(0);
+    if (rows_ < capacity) {
+      Tensor features = Tensor::Allocate(DType::kFloat,
+                                         TensorShape{rows_, features_per_row_});
+      Tensor labels = Tensor::Allocate(options.label_dtype, TensorShape{rows_});
+      std::memcpy(features.raw_data(), features_.raw_data(),
+                  features.TotalBytes());
+      std::memcpy(labels.raw_data(), labels_.raw_data(), labels.TotalBytes());
+      features_ = std::move(features);
+      labels_ = std::move(labels);
+    }
+    Element batch = MakeElement({std::move(features_), std::move(labels_)});
+    batch.origin = std::move(origin_);
+    return batch;
+  }
+
+ private:
+  Tensor features_;
+  Tensor labels_;
+  size_t label_bytes_;
+  int64_t features_per_row_;
+  int64_t rows_ = 0;
+  ElementOrigin origin_{};
+};
+
+// Lines gathered for a batch that is parsed later (parallelism > 1), and
+// its result once parsed. The state and the result are guarded by the
+// iterator's shared mutex.
+struct RawBatch {
+  enum class State { kPending, kParsing, kDone };
+  std::string text{};  // the rows, back to back
+  std::vector<size_t> ends{};
+  std::vector<ElementOrigin> origins{};
+  State state = State::kPending;
+  Result result{std::optional<Element>()};
+  // The consumer waiting for this batch, if any; nullopt tells it its wait
+  // was cancelled (the batch stays for the next call).
+  absl::AnyInvocable<void(std::optional<Result>)> waiter{};
+};
+
+Result ParseRawBatch(const CsvRowOptions& options, const RawBatch& raw) {
+  const int64_t rows = static_cast<int64_t>(raw.ends.size());
+  BatchUnderConstruction batch(options, rows);
+  std::vector<double> values;
+  values.reserve(static_cast<size_t>(options.num_columns));
+  size_t begin = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const absl::string_view text(raw.text.data() + begin, raw.ends[r] - begin);
+    begin = raw.ends[r];
+    if (absl::Status s = ParseRowInto(
+            options, text, values, batch.next_features(), batch.next_label());
+        !s.ok()) {
+      return absl::InvalidArgumentError(raw.origins[r].Describe(s.message()));
+    }
+    if (batch.needs_origin()) batch.set_origin(raw.origins[r]);
+    batch.Added();
+  }
+  return std::optional<Element>(std::move(batch).Take(options));
+}
+
+// What the consumer and the pool's parse tasks share.
+struct SharedParsing {
+  std::mutex mu;
+};
+
+class CsvBatchIterator : public ElementIterator {
+ public:
+  CsvBatchIterator(std::unique_ptr<ElementIterator> input,
+                   CsvRowOptions options, int64_t batch_size,
+                   bool drop_remainder, Runtime::executor_type pool)
+      : input_(std::move(input)),
+        lines_(dynamic_cast<LineSource*>(input_.get())),
+        options_(std::move(options)),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder),
+        pool_(std::move(pool)),
+        shared_(std::make_shared<SharedParsing>()) {
+    values_.reserve(static_cast<size_t>(options_.num_columns));
+  }
+
+  std::optional<Result> TryNext() override {
+    if (options_.parallelism > 1) return TryNextParallel();
+    return TryNextInline();
+  }
+
+  asio::awaitable<Result> Next() override {
+    if (options_.parallelism > 1) co_return co_await NextParallel();
+    while (true) {
+      if (std::optional<Result> ready = TryNextInline()) {
+        co_return *std::move(ready);
+      }
+      absl::Status waited = co_await lines_->WaitForLines();
+      if (!waited.ok()) co_return Fail(waited);
+    }
+  }
+
+  // Skips k batches -- k * n rows, not parsed -- at a batch boundary; in
+  // the middle of one, batch by batch.
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t k) override {
+    if (building_.has_value() || !window_.empty() || !gathering_.ends.empty() ||
+        input_done_ || !failure_.ok()) {
+      co_return co_await ElementIterator::Skip(k);
+    }
+    const int64_t want = k * batch_size_;
+    int64_t skipped = 0;
+    while (skipped < want) {
+      LineSource::Line line;
+      absl::StatusOr<LineSource::Progress> progress = NextRow(line);
+      if (!progress.ok()) co_return Fail(progress.status());
+      if (*progress == LineSource::Progress::kEnd) {
+        input_done_ = true;
+        break;
+      }
+      if (*progress == LineSource::Progress::kMustWait) {
+        absl::Status waited = co_await lines_->WaitForLines();
+        if (!waited.ok()) co_return Fail(waited);
+        continue;
+      }
+      ++skipped;
+    }
+    if (skipped == want) co_return k;
+    co_return skipped / batch_size_ +
+        (skipped % batch_size_ != 0 && !drop_remainder_ ? 1 : 0);
+  }
+
+ private:
+  // The next row's line (blank lines skipped), without waiting.
+  absl::StatusOr<LineSource::Progress> NextRow(LineSource::Line& line) {
+    while (true) {
+      absl::StatusOr<LineSource::Progress> progress = lines_->TryNextLine(line);
+      if (!progress.ok() || *progress != LineSource::Progress::kLine ||
+          !IsBlankLine(line.text)) {
+        return progress;
+      }
+    }
+  }
+
+  // Records the error that ends the stream; later calls return it.
+  absl::Status Fail(absl::Status status) {
+    failure_ = status;
+    building_.reset();
+    return status;
+  }
+
+  // What the end of the input leaves: the last, smaller batch or the end.
+  Result EndOfInput(std::optional<BatchUnderConstruction>& batch) {
+    input_done_ = true;
+    if (!batch.has_value() || batch->rows() == 0 ||
+        (drop_remainder_ && batch->rows() < batch_size_)) {
+      batch.reset();
+      return std::optional<Element>();
+    }
+    Element done = std::move(*batch).Take(options_);
+    batch.reset();
+    return std::optional<Element>(std::move(done));
+  }
+
+  // ---- parallelism 1: rows parsed as they are read.
+  std::optional<Result> TryNextInline() {
+    if (!failure_.ok()) return Result(failure_);
+    if (input_done_) return Result(std::optional<Element>());
+    if (!building_.has_value()) building_.emplace(options_, batch_size_);
+    while (building_->rows() < batch_size_) {
+      LineSource::Line line;
+      absl::StatusOr<LineSource::Progress> progress = NextRow(line);
+      if (!progress.ok()) return Result(Fail(progress.status()));
+      if (*progress == LineSource::Progress::kMustWait) return std::nullopt;
+      if (*progress == LineSource::Progress::kEnd) return EndOfInput(building_);
+      if (absl::Status s =
+              ParseRowInto(options_, line.text, values_,
+                           building_->next_features(), building_->next_label());
+          !s.ok()) {
+        return Result(Fail(absl::InvalidArgumentError(
+            lines_->OriginOf(line.index).Describe(s.message()))));
+      }
+      if (building_->needs_origin()) {
+        building_->set_origin(lines_->OriginOf(line.index));
+      }
+      building_->Added();
+    }
+    Element batch = std::move(*building_).Take(options_);
+    building_.reset();
+    return Result(std::optional<Element>(std::move(batch)));
+  }
+
+  // ---- parallelism P > 1.
+
+  // Gathers rows into gathering_ without waiting; a full batch (or the
+  // last one) joins the window and gets a parse task on the pool. Returns
+  // kMustWait when the input must be waited for, kEnd at its end.
+  absl::StatusOr<LineSource::Progress> GatherAhead() {
+    while (window_.size() < static_cast<size_t>(options_.parallelism)) {
+      LineSource::Line line;
+      absl::StatusOr<LineSource::Progress> progress = NextRow(line);
+      if (!progress.ok()) return progress;
+      if (*progress == LineSource::Progress::kMustWait) return progress;
+      if (*progress == LineSource::Progress::kEnd) {
+        input_done_ = true;
+        const int64_t rows = static_cast<int64_t>(gathering_.ends.size());
+        if (rows > 0 && !(drop_remainder_ && rows < batch_size_)) Launch();
+        return progress;
+      }
+      gathering_.text.append(line.text.data(), line.text.size());
+      gathering_.ends.push_back(gathering_.text.size());
+      gathering_.origins.push_back(lines_->OriginOf(line.index));
+      if (static_cast<int64_t>(gathering_.ends.size()) == batch_size_) {
+        Launch();
+      }
+    }
+    return LineSource::Progress::kLine;
+  }
+
+  void Launch() {
+    auto raw = std::make_shared<RawBatch>(std::move(gathering_));
+    gathering_ = RawBatch();
+    window_.push_back(raw);
+    asio::post(pool_, [shared = shared_, raw, options = options_] {
+      ParseIfPending(*shared, *raw, options);
+    });
+  }
+
+  // Parses `raw` unless another thread took it first; hands the result to
+  // a waiting consumer.
+  static void ParseIfPending(SharedParsing& shared, RawBatch& raw,
+                             const CsvRowOptions& options) {
+    {
+      std::lock_guard lock(shared.mu);
+      if (raw.state != RawBatch::State::kPending) return;
+      raw.state = RawBatch::State::kParsing;
+    }
+    Result result = ParseRawBatch(options, raw);
+    absl::AnyInvocable<void(std::optional<Result>)> waiter;
+    {
+      std::lock_guard lock(shared.mu);
+      raw.state = RawBatch::State::kDone;
+      if (raw.waiter) {
+        waiter = std::move(raw.waiter);
+        raw.waiter = nullptr;
+      } else {
+        raw.result = std::move(result);
+        return;
+      }
+    }
+    waiter(std::move(result));
+  }
+
+  // The front batch, if it is parsed (or can be parsed here, now); else
+  // nullopt after helping with a later one.
+  std::optional<Result> TakeFrontIfReady() {
+    std::shared_ptr<RawBatch> front = window_.front();
+    {
+      std::lock_guard lock(shared_->mu);
+      if (front->state == RawBatch::State::kDone) {
+        window_.pop_front();
+        return std::move(front->result);
+      }
+    }
+    ParseIfPending(*shared_, *front, options_);
+    {
+      std::lock_guard lock(shared_->mu);
+      if (front->state == RawBatch::State::kDone) {
+        window_.pop_front();
+        return std::move(front->result);
+      }
+    }
+    // On the pool: parse a later batch meanwhile.
+    for (size_t i = 1; i < window_.size(); ++i) {
+      ParseIfPending(*shared_, *window_[i], options_);
+    }
+    std::lock_guard lock(shared_->mu);
+    if (front->state == RawBatch::State::kDone) {
+      window_.pop_front();
+      return std::move(front->result);
+    }
+    return std::nullopt;
+  }
+
+  // What a result leaving the window means for the stream.
+  Result Emitted(Result result) {
+    if (!result.ok()) failure_ = result.status();
+    return result;
+  }
+
+  std::optional<Result> TryNextParallel() {
+    if (!failure_.ok()) return Result(failure_);
+    absl::StatusOr<LineSource::Progress> gathered = GatherAhead();
+    if (!gathered.ok()) pending_failure_ = gathered.status();
+    if (window_.empty()) {
+      // Batches before an input error come first; then the error.
+      if (!pending_failure_.ok()) return Result(Fail(pending_failure_));
+      if (input_done_) return Result(std::optional<Element>());
+      return std::nullopt;  // the input must be waited for
+    }
+    if (std::optional<Result> ready = TakeFrontIfReady()) {
+      return Emitted(*std::move(ready));
+    }
+    return std::nullopt;
+  }
+
+  // Completes with the front batch's result once its parse task is done,
+  // or with nullopt when the wait is cancelled.
+  template <typename CompletionToken>
+  auto AsyncWaitFront(std::shared_ptr<RawBatch> front,
+                      CompletionToken&& token) {
+    using Waited = std::optional<Result>;
+    return asio::async_initiate<CompletionToken, void(Waited)>(
+        [this](auto handler, std::shared_ptr<RawBatch> front) {
+          asio::cancellation_slot slot =
+              asio::get_associated_cancellation_slot(handler);
+          auto done = PostToHandler<Waited>(std::move(handler),
+                                            [](Waited r) { return r; });
+          std::unique_lock lock(shared_->mu);
+          if (front->state == RawBatch::State::kDone) {
+            Waited result = std::move(front->result);
+            lock.unlock();
+            done(std::move(result));
+            return;
+          }
+          if (slot.is_connected()) {
+            slot.assign([shared = shared_, front](asio::cancellation_type) {
+              absl::AnyInvocable<void(Waited)> waiter;
+              {
+                std::lock_guard lock(shared->mu);
+                waiter = std::move(front->waiter);
+                front->waiter = nullptr;
+              }
+              if (waiter) waiter(std::nullopt);
+            });
+          }
+          front->waiter = std::move(done);
+        },
+        token, std::move(front));
+  }
+
+  asio::awaitable<Result> NextParallel() {
+    while (true) {
+      if (std::optional<Result> ready = TryNextParallel()) {
+        co_return *std::move(ready);
+      }
+      // Read ahead while the window has room (the batches in it parse on
+      // the pool meanwhile); else wait for the front batch.
+      if (window_.size() < static_cast<size_t>(options_.parallelism) &&
+          !input_done_ && pending_failure_.ok()) {
+        absl::Status waited = co_await lines_->WaitForLines();
+        if (!waited.ok()) pending_failure_ = waited;
+        continue;
+      }
+      std::optional<Result> result =
+          co_await AsyncWaitFront(window_.front(), asio::use_awaitable);
+      if (!result.has_value()) {
+        co_return Result(
+            absl::CancelledError("the wait for the next batch was cancelled"));
+      }
+      window_.pop_front();
+      co_return Emitted(*std::move(result));
+    }
+  }
+
+  std::unique_ptr<ElementIterator> input_;
+  LineSource* lines_;
+  CsvRowOptions options_;
+  int64_t batch_size_;
+  bool drop_remainder_;
+  Runtime::executor_type pool_;
+  std::vector<double> values_;
+  absl::Status failure_;
+  bool input_done_ = false;
+  // Parallelism 1: the batch being filled.
+  std::optional<BatchUnderConstruction> building_;
+  // Parallelism P: the lines of the next batch, the batches gathered and
+  // not yet returned (in order), an input error that comes after them.
+  std::shared_ptr<SharedParsing> shared_;
+  RawBatch gathering_;
+  std::deque<std::shared_ptr<RawBatch>> window_;
+  absl::Status pending_failure_;
+};
+
+class CsvBatchDataset : public DatasetNode {
+ public:
+  CsvBatchDataset(detail::Node lines, detail::Node unfused,
+                  CsvRowOptions options, int64_t batch_size,
+                  bool drop_remainder)
+      : lines_(std::move(lines)),
+        unfused_(std::move(unfused)),
+        options_(std::move(options)),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder) {}
+
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<ElementIterator>> lines =
+        lines_->MakeIterator(context);
+    if (!lines.ok()) return lines.status();
+    if (dynamic_cast<LineSource*>(lines->get()) == nullptr) {
+      return absl::InternalError(
+          absl::StrCat(lines_->DebugString(),
+                       " declares lines as views but its iterator "
+                       "is no LineSource"));
+    }
+    return std::make_unique<CsvBatchIterator>(*std::move(lines), options_,
+                                              batch_size_, drop_remainder_,
+                                              context.pool);
+  }
+  std::optional<ElementSpec> spec() const override { return unfused_->spec(); }
+  bool deterministic() const override { return unfused_->deterministic(); }
+  std::string DebugString() const override { return unfused_->DebugString(); }
+
+ private:
+  detail::Node lines_;
+  detail::Node unfused_;
+  CsvRowOptions options_;
+  int64_t batch_size_;
+  bool drop_remainder_;
+};
+
+// CsvRows' node: the Filter + Map chain for elements, fused with a Batch.
+class CsvRowsDataset : public DatasetNode, public detail::BatchFusable {
+ public:
+  CsvRowsDataset(detail::Node lines, detail::Node rows, CsvRowOptions options)
+      : lines_(std::move(lines)),
+        rows_(std::move(rows)),
+        options_(std::move(options)) {}
+
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    return rows_->MakeIterator(context);
+  }
+  std::optional<ElementSpec> spec() const override { return rows_->spec(); }
+  bool deterministic() const override { return rows_->deterministic(); }
+  std::string DebugString() const override { return rows_->DebugString(); }
+
+  // Fused when the lines come from a source of views (TextLines,
+  // ReadLines, TcpLines); else Batch over the rows.
+  detail::Node FusedBatch(int64_t batch_size,
+                          bool drop_remainder) const override {
+    detail::Node unfused =
+        detail::StackingBatchNode(rows_, batch_size, drop_remainder);
+    if (dynamic_cast<const detail::LineSourceNode*>(lines_.get()) == nullptr) {
+      return unfused;
+    }
+    return std::make_shared<CsvBatchDataset>(
+        lines_, std::move(unfused), options_, batch_size, drop_remainder);
+  }
+
+ private:
+  detail::Node lines_;
+  detail::Node rows_;
+  CsvRowOptions options_;
+};
 
 }  // namespace
 
@@ -101,16 +631,20 @@ Dataset CsvRows(Dataset lines, CsvRowOptions options) {
   ElementSpec output{
       ComponentSpec::Of(DType::kFloat, TensorShape{options.num_columns - 1}),
       ComponentSpec::Scalar(options.label_dtype)};
-  return lines
-      .Filter([](const Element& line) -> absl::StatusOr<bool> {
-        return !IsBlankLine(line.text(0));
-      })
-      .Map([options](
-               Element line) { return ParseRow(options, std::move(line)); },
-           MapOptions{.parallelism = options.parallelism,
-                      .deterministic = true,
-                      .output_spec = std::move(output),
-                      .name = "CsvRows"});
+  Dataset rows =
+      lines
+          .Filter([](const Element& line) -> absl::StatusOr<bool> {
+            return !IsBlankLine(line.text(0));
+          })
+          .Map([options](
+                   Element line) { return ParseRow(options, std::move(line)); },
+               MapOptions{.parallelism = options.parallelism,
+                          .deterministic = true,
+                          .output_spec = std::move(output),
+                          .name = "CsvRows"});
+  if (!rows.ok()) return rows;
+  return Dataset::FromNode(std::make_shared<CsvRowsDataset>(
+      lines.node(), rows.node(), std::move(options)));
 }
 
 }  // namespace cosession

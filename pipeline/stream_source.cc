@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cosession/async/runtime.h"
+#include "cosession/pipeline/detail/line_source.h"
 
 namespace cosession {
 namespace {
@@ -27,26 +28,105 @@ class StreamFramer {
         options_(options),
         source_(std::make_shared<const std::string>(options.name)) {}
 
+  // The next line or record from the bytes already read; nullopt when
+  // more must be read (Read).
+  std::optional<ElementIterator::Result> TryNext() {
+    if (!failure_.ok()) return ElementIterator::Result(failure_);
+    std::optional<ElementIterator::Result> framed;
+    if (framing_ == Framing::kLines) {
+      detail::LineSource::Line line;
+      absl::StatusOr<detail::LineSource::Progress> progress = TryNextLine(line);
+      if (!progress.ok()) return ElementIterator::Result(progress.status());
+      if (*progress == detail::LineSource::Progress::kMustWait) {
+        return std::nullopt;
+      }
+      if (*progress == detail::LineSource::Progress::kEnd) {
+        return ElementIterator::Result(std::optional<Element>());
+      }
+      Element element;
+      element.components.emplace_back(std::string(line.text));
+      element.origin = OriginOf(line.index);
+      return ElementIterator::Result(std::move(element));
+    }
+    framed = FrameRecord();
+    if (framed.has_value()) {
+      if (!framed->ok()) failure_ = framed->status();
+      return framed;
+    }
+    if (ended_) return ElementIterator::Result(std::optional<Element>());
+    return std::nullopt;
+  }
+
   asio::awaitable<ElementIterator::Result> Next() {
-    if (!failure_.ok()) co_return failure_;
     while (true) {
-      std::optional<ElementIterator::Result> framed =
-          framing_ == Framing::kLines ? FrameLine() : FrameRecord();
-      if (framed.has_value()) {
-        if (!framed->ok()) failure_ = framed->status();
-        co_return *std::move(framed);
+      if (std::optional<ElementIterator::Result> ready = TryNext()) {
+        co_return *std::move(ready);
       }
-      if (ended_) co_return std::optional<Element>();
       absl::Status read = co_await Read();
-      if (!read.ok()) {
-        failure_ = read;
-        co_return read;
-      }
+      if (!read.ok()) co_return read;
     }
   }
 
- private:
+  // Lines as views into the buffer (detail::LineSource).
+  absl::StatusOr<detail::LineSource::Progress> TryNextLine(
+      detail::LineSource::Line& out) {
+    using Progress = detail::LineSource::Progress;
+    if (!failure_.ok()) return failure_;
+    const size_t newline = buffer_.find('\n', start_);
+    if (newline == std::string::npos) {
+      const size_t pending = buffer_.size() - start_;
+      if (pending > static_cast<size_t>(options_.max_line_bytes)) {
+        return Fail(TooLong());
+      }
+      if (!ended_) return Progress::kMustWait;
+      if (pending == 0) return Progress::kEnd;
+      absl::string_view last(buffer_.data() + start_, pending);
+      start_ = buffer_.size();
+      if (last.back() == '\r') last.remove_suffix(1);
+      out = {.text = last, .index = ++count_};
+      return Progress::kLine;
+    }
+    size_t end = newline;
+    if (end > start_ && buffer_[end - 1] == '\r') --end;
+    if (end - start_ > static_cast<size_t>(options_.max_line_bytes)) {
+      return Fail(TooLong());
+    }
+    out = {.text = absl::string_view(buffer_.data() + start_, end - start_),
+           .index = ++count_};
+    start_ = newline + 1;
+    return Progress::kLine;
+  }
+
+  // Reads more bytes; an error stops the framer (every later call returns
+  // it).
   asio::awaitable<absl::Status> Read() {
+    if (!failure_.ok()) co_return failure_;
+    if (ended_) co_return absl::OkStatus();
+    absl::Status read = co_await ReadSome();
+    if (!read.ok()) failure_ = read;
+    co_return read;
+  }
+
+  ElementOrigin OriginOf(int64_t index) const {
+    return {.kind = framing_ == Framing::kLines
+                        ? ElementOrigin::Kind::kStreamLine
+                        : ElementOrigin::Kind::kStreamRecord,
+            .source = source_,
+            .index = index};
+  }
+
+ private:
+  absl::Status TooLong() const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(options_.name, ": line ", count_ + 1, " longer than ",
+                     options_.max_line_bytes, " bytes"));
+  }
+  absl::Status Fail(absl::Status status) {
+    failure_ = status;
+    return status;
+  }
+
+  asio::awaitable<absl::Status> ReadSome() {
     // Keep what is not yet framed at the front of the buffer.
     buffer_.erase(0, start_);
     start_ = 0;
@@ -65,36 +145,6 @@ class StreamFramer {
     element.components.emplace_back(std::move(text));
     element.origin = {.kind = kind, .source = source_, .index = ++count_};
     return element;
-  }
-
-  // A line from the buffer; nullopt when more bytes are needed.
-  std::optional<ElementIterator::Result> FrameLine() {
-    const size_t newline = buffer_.find('\n', start_);
-    if (newline == std::string::npos) {
-      const size_t pending = buffer_.size() - start_;
-      if (pending > static_cast<size_t>(options_.max_line_bytes)) {
-        return ElementIterator::Result(absl::InvalidArgumentError(
-            absl::StrCat(options_.name, ": line ", count_ + 1, " longer than ",
-                         options_.max_line_bytes, " bytes")));
-      }
-      if (!ended_ || pending == 0) return std::nullopt;
-      std::string last = buffer_.substr(start_);
-      start_ = buffer_.size();
-      if (!last.empty() && last.back() == '\r') last.pop_back();
-      return ElementIterator::Result(
-          MakeText(std::move(last), ElementOrigin::Kind::kStreamLine));
-    }
-    size_t end = newline;
-    if (end > start_ && buffer_[end - 1] == '\r') --end;
-    if (end - start_ > static_cast<size_t>(options_.max_line_bytes)) {
-      return ElementIterator::Result(absl::InvalidArgumentError(
-          absl::StrCat(options_.name, ": line ", count_ + 1, " longer than ",
-                       options_.max_line_bytes, " bytes")));
-    }
-    std::string line = buffer_.substr(start_, end - start_);
-    start_ = newline + 1;
-    return ElementIterator::Result(
-        MakeText(std::move(line), ElementOrigin::Kind::kStreamLine));
   }
 
   // A record from the buffer; nullopt when more bytes are needed.
@@ -145,10 +195,27 @@ class StreamFramer {
 class StreamIterator : public ElementIterator {
  public:
   explicit StreamIterator(StreamFramer framer) : framer_(std::move(framer)) {}
+  std::optional<Result> TryNext() override { return framer_.TryNext(); }
   asio::awaitable<Result> Next() override { co_return co_await framer_.Next(); }
 
- private:
+ protected:
   StreamFramer framer_;
+};
+
+// ReadLines' iterator is also a LineSource; ReadRecords' is not (a record
+// is not split at newlines).
+class StreamLineIterator : public StreamIterator, public detail::LineSource {
+ public:
+  using StreamIterator::StreamIterator;
+  absl::StatusOr<Progress> TryNextLine(Line& line) override {
+    return framer_.TryNextLine(line);
+  }
+  asio::awaitable<absl::Status> WaitForLines() override {
+    co_return co_await framer_.Read();
+  }
+  ElementOrigin OriginOf(int64_t index) const override {
+    return framer_.OriginOf(index);
+  }
 };
 
 class StreamDataset : public DatasetNode {
@@ -167,8 +234,11 @@ class StreamDataset : public DatasetNode {
                        ": a stream is read once; it has an iterator "
                        "already (a Repeat or a second iterator)"));
     }
-    return std::make_unique<StreamIterator>(
-        StreamFramer(stream_, framing_, options_));
+    StreamFramer framer(stream_, framing_, options_);
+    if (framing_ == Framing::kLines) {
+      return std::make_unique<StreamLineIterator>(std::move(framer));
+    }
+    return std::make_unique<StreamIterator>(std::move(framer));
   }
   std::optional<ElementSpec> spec() const override {
     return ElementSpec{ComponentSpec::String()};
@@ -185,6 +255,12 @@ class StreamDataset : public DatasetNode {
   Framing framing_;
   StreamSourceOptions options_;
   mutable std::atomic<bool> taken_{false};
+};
+
+// ReadLines' node: its iterators are LineSources.
+class StreamLinesDataset : public StreamDataset, public detail::LineSourceNode {
+ public:
+  using StreamDataset::StreamDataset;
 };
 
 absl::Status CheckOptions(const StreamSourceOptions& options) {
@@ -209,12 +285,17 @@ Dataset MakeStreamDataset(std::shared_ptr<ByteStream> stream, Framing framing,
   if (absl::Status s = CheckOptions(options); !s.ok()) {
     return Dataset::Failed(s);
   }
+  if (framing == Framing::kLines) {
+    return Dataset::FromNode(std::make_shared<StreamLinesDataset>(
+        std::move(stream), framing, std::move(options)));
+  }
   return Dataset::FromNode(std::make_shared<StreamDataset>(
       std::move(stream), framing, std::move(options)));
 }
 
-// TcpLines' iterator: connects on the first Next(), then frames lines.
-class TcpLinesIterator : public ElementIterator {
+// TcpLines' iterator: connects on the first Next() (or WaitForLines),
+// then frames lines.
+class TcpLinesIterator : public ElementIterator, public detail::LineSource {
  public:
   TcpLinesIterator(std::string host, uint16_t port, StreamSourceOptions options,
                    asio::any_io_executor io)
@@ -233,6 +314,34 @@ class TcpLinesIterator : public ElementIterator {
       }
     }
     co_return co_await framer_->Next();
+  }
+  std::optional<Result> TryNext() override {
+    if (!framer_.has_value()) {
+      if (!connect_failure_.ok()) return Result(connect_failure_);
+      return std::nullopt;
+    }
+    return framer_->TryNext();
+  }
+
+  absl::StatusOr<Progress> TryNextLine(Line& line) override {
+    if (!framer_.has_value()) {
+      if (!connect_failure_.ok()) return connect_failure_;
+      return Progress::kMustWait;
+    }
+    return framer_->TryNextLine(line);
+  }
+  asio::awaitable<absl::Status> WaitForLines() override {
+    if (framer_.has_value()) co_return co_await framer_->Read();
+    if (!connect_failure_.ok()) co_return connect_failure_;
+    absl::Status connected = co_await Connect();
+    if (!connected.ok() && !absl::IsCancelled(connected)) {
+      connect_failure_ = connected;
+    }
+    co_return connected;
+  }
+  ElementOrigin OriginOf(int64_t index) const override {
+    if (!framer_.has_value()) return {};
+    return framer_->OriginOf(index);
   }
 
  private:
@@ -270,7 +379,7 @@ class TcpLinesIterator : public ElementIterator {
   absl::Status connect_failure_;
 };
 
-class TcpLinesDataset : public DatasetNode {
+class TcpLinesDataset : public DatasetNode, public detail::LineSourceNode {
  public:
   TcpLinesDataset(std::string host, uint16_t port, StreamSourceOptions options)
       : host_(std::move(host)), port_(port), options_(std::move(options)) {}

@@ -1,15 +1,17 @@
 // TextLines: one string element per line of each file in turn, read chunk
 // by chunk (io/line_file_reader.h). Opening a file and reading a chunk are
 // blocking I/O, so Next() runs them on the pool and awaits them; TryNext()
-// serves the lines of the chunk in memory. A cancelled read leaves the
-// iterator stopped: the read finishes on the pool with the reader it owns,
-// and every later Next() is Cancelled.
+// serves the lines of the chunk in memory. The iterator is also a
+// LineSource (pipeline/detail/line_source.h): the same lines as views. A
+// cancelled read leaves the iterator stopped: the read finishes on the pool
+// with the reader it owns, and every later Next() is Cancelled.
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cosession/io/line_file_reader.h"
+#include "cosession/pipeline/detail/line_source.h"
 #include "cosession/pipeline/detail/on_pool.h"
 #include "cosession/pipeline/detail/stages.h"
 
@@ -18,70 +20,98 @@ namespace {
 
 namespace asio = boost::asio;
 
-class TextLinesIterator : public ElementIterator {
+class TextLinesIterator : public ElementIterator, public LineSource {
  public:
   TextLinesIterator(std::shared_ptr<const std::vector<std::string>> files,
                     TextLinesOptions options, Runtime::executor_type pool)
       : files_(std::move(files)), options_(options), pool_(std::move(pool)) {}
 
   std::optional<Result> TryNext() override {
-    while (true) {
-      if (!failure_.ok()) return Result(failure_);
-      if (next_file_ >= files_->size() && reader_ == nullptr) {
+    Line line;
+    absl::StatusOr<Progress> progress = TryNextLine(line);
+    if (!progress.ok()) return Result(progress.status());
+    switch (*progress) {
+      case Progress::kMustWait:
+        return std::nullopt;
+      case Progress::kEnd:
         return Result(std::optional<Element>());
-      }
-      if (reader_ == nullptr) return std::nullopt;  // open: I/O
-      absl::StatusOr<LineFileReader::Line> line = reader_->NextBuffered();
-      if (!line.ok()) return Result(Fail(line.status()));
-      switch (line->state) {
-        case LineFileReader::State::kNeedsRead:
-          return std::nullopt;
-        case LineFileReader::State::kEnd:
-          reader_ = nullptr;
-          continue;
-        case LineFileReader::State::kLine:
-          if (line->number <= options_.skip_lines) continue;
-          Element element;
-          element.components.emplace_back(std::string(line->text));
-          element.origin = {.kind = ElementOrigin::Kind::kFileLine,
-                            .source = source_,
-                            .index = line->number};
-          return Result(std::move(element));
-      }
+      case Progress::kLine:
+        break;
     }
+    Element element;
+    element.components.emplace_back(std::string(line.text));
+    element.origin = OriginOf(line.index);
+    return Result(std::move(element));
   }
 
   asio::awaitable<Result> Next() override {
     while (true) {
       if (std::optional<Result> ready = TryNext()) co_return *std::move(ready);
-      if (reader_ == nullptr) {
-        const std::string path = (*files_)[next_file_++];
-        LineFileReaderOptions options{
-            .chunk_bytes = options_.chunk_bytes,
-            .max_line_bytes = options_.max_line_bytes};
-        using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
-        // Named first: a capturing lambda temporary inside co_await is
-        // freed too early by g++ 12 (docs/async_pitfalls.md, item 4).
-        auto open = [path, options]() -> Opened {
-          auto reader = LineFileReader::Open(path, options);
-          if (!reader.ok()) return reader.status();
-          return std::shared_ptr<LineFileReader>(*std::move(reader));
-        };
-        std::string what = absl::StrCat("reading '", path, "' was cancelled");
-        Opened opened = co_await AsyncOnPool<Opened>(
-            pool_, std::move(open), std::move(what), asio::use_awaitable);
-        if (!opened.ok()) co_return Fail(opened.status());
-        reader_ = *std::move(opened);
-        source_ = std::make_shared<const std::string>(path);
-        continue;
+      if (absl::Status waited = co_await WaitForLines(); !waited.ok()) {
+        co_return waited;
       }
-      auto read_chunk = [reader = reader_] { return reader->ReadChunk(); };
-      std::string what =
-          absl::StrCat("reading '", reader_->path(), "' was cancelled");
-      absl::Status read = co_await AsyncOnPool<absl::Status>(
-          pool_, std::move(read_chunk), std::move(what), asio::use_awaitable);
-      if (!read.ok()) co_return Fail(read);
     }
+  }
+
+  absl::StatusOr<Progress> TryNextLine(Line& out) override {
+    while (true) {
+      if (!failure_.ok()) return failure_;
+      if (next_file_ >= files_->size() && reader_ == nullptr) {
+        return Progress::kEnd;
+      }
+      if (reader_ == nullptr) return Progress::kMustWait;  // open: I/O
+      absl::StatusOr<LineFileReader::Line> line = reader_->NextBuffered();
+      if (!line.ok()) return Fail(line.status());
+      switch (line->state) {
+        case LineFileReader::State::kNeedsRead:
+          return Progress::kMustWait;
+        case LineFileReader::State::kEnd:
+          reader_ = nullptr;
+          continue;
+        case LineFileReader::State::kLine:
+          if (line->number <= options_.skip_lines) continue;
+          out = Line{.text = line->text, .index = line->number};
+          return Progress::kLine;
+      }
+    }
+  }
+
+  asio::awaitable<absl::Status> WaitForLines() override {
+    if (!failure_.ok()) co_return failure_;
+    if (reader_ == nullptr) {
+      if (next_file_ >= files_->size()) co_return absl::OkStatus();
+      const std::string path = (*files_)[next_file_++];
+      LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
+                                    .max_line_bytes = options_.max_line_bytes};
+      using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
+      // Named first: a capturing lambda temporary inside co_await is
+      // freed too early by g++ 12 (docs/async_pitfalls.md, item 4).
+      auto open = [path, options]() -> Opened {
+        auto reader = LineFileReader::Open(path, options);
+        if (!reader.ok()) return reader.status();
+        return std::shared_ptr<LineFileReader>(*std::move(reader));
+      };
+      std::string what = absl::StrCat("reading '", path, "' was cancelled");
+      Opened opened = co_await AsyncOnPool<Opened>(
+          pool_, std::move(open), std::move(what), asio::use_awaitable);
+      if (!opened.ok()) co_return Fail(opened.status());
+      reader_ = *std::move(opened);
+      source_ = std::make_shared<const std::string>(path);
+      co_return absl::OkStatus();
+    }
+    auto read_chunk = [reader = reader_] { return reader->ReadChunk(); };
+    std::string what =
+        absl::StrCat("reading '", reader_->path(), "' was cancelled");
+    absl::Status read = co_await AsyncOnPool<absl::Status>(
+        pool_, std::move(read_chunk), std::move(what), asio::use_awaitable);
+    if (!read.ok()) co_return Fail(read);
+    co_return absl::OkStatus();
+  }
+
+  ElementOrigin OriginOf(int64_t index) const override {
+    return {.kind = ElementOrigin::Kind::kFileLine,
+            .source = source_,
+            .index = index};
   }
 
  private:
@@ -101,7 +131,7 @@ class TextLinesIterator : public ElementIterator {
   absl::Status failure_;
 };
 
-class TextLinesDataset : public DatasetNode {
+class TextLinesDataset : public DatasetNode, public LineSourceNode {
  public:
   TextLinesDataset(std::vector<std::string> files, TextLinesOptions options)
       : files_(

@@ -380,6 +380,118 @@ CO_TEST(Pipeline, CsvRowsParseWithFileAndLineInErrors) {
       << d.end;
 }
 
+// ------------------------------------------- CsvRows fused with Batch
+
+// The same lines as elements of a source that is no LineSource: Batch over
+// CsvRows stays unfused there, and is the reference for the fused stage.
+Dataset UnfusedLines(const std::vector<std::string>& lines) {
+  std::vector<Element> elements;
+  for (const std::string& line : lines) {
+    Element e;
+    e.components.emplace_back(line);
+    elements.push_back(std::move(e));
+  }
+  return Dataset::FromElements(std::move(elements));
+}
+
+std::string Joined(const std::vector<std::string>& lines) {
+  std::string text;
+  for (const std::string& line : lines) text += line + "\n";
+  return text;
+}
+
+// Rows of three columns, the label last (i % 5), with blank lines between.
+std::vector<std::string> NumberedRows(int n) {
+  std::vector<std::string> lines;
+  for (int i = 0; i < n; ++i) {
+    lines.push_back(absl::StrCat(i, ",", 2 * i, ",", i % 5));
+    if (i % 7 == 3) lines.push_back("  ");
+  }
+  return lines;
+}
+
+CO_TEST(Pipeline, BatchOverCsvRowsFromFilesGivesTheUnfusedBatches) {
+  ScratchDir dir;
+  const std::vector<std::string> lines = NumberedRows(53);
+  // Two files: a batch spans both.
+  const std::vector<std::string> first(lines.begin(), lines.begin() + 30);
+  const std::vector<std::string> second(lines.begin() + 30, lines.end());
+  WriteFile(dir / "a.csv", Joined(first));
+  WriteFile(dir / "b.csv", Joined(second));
+  for (int64_t parallelism : {1, 3}) {
+    for (bool drop : {false, true}) {
+      CsvRowOptions options{.num_columns = 3, .parallelism = parallelism};
+      Dataset fused =
+          CsvRows(Dataset::TextLines({dir / "a.csv", dir / "b.csv"}), options)
+              .Batch(8, drop);
+      Dataset unfused = CsvRows(UnfusedLines(lines), options).Batch(8, drop);
+      EXPECT_EQ(fused.DebugString(),
+                absl::StrCat("TextLines(", dir / "a.csv", ", ",
+                             dir / "b.csv",
+                             ").Filter().Map(CsvRows).Batch(8",
+                             drop ? ", drop_remainder" : "", ")"));
+      EXPECT_EQ(ElementSpecString(*fused.spec()),
+                ElementSpecString(*unfused.spec()));
+      Drained got = co_await Drain(fused, Context());
+      Drained want = co_await Drain(unfused, Context());
+      EXPECT_TRUE(got.end.ok()) << got.end;
+      EXPECT_EQ(got.elements, want.elements)
+          << "parallelism " << parallelism << " drop " << drop;
+      EXPECT_EQ(got.elements.size(), drop ? 6u : 7u);
+    }
+  }
+}
+
+CO_TEST(Pipeline, BatchOverCsvRowsNamesTheBadRowAfterTheBatchesBeforeIt) {
+  ScratchDir dir;
+  std::vector<std::string> lines = NumberedRows(40);
+  lines[25] = "1,oops,2";  // line 26 of the file
+  WriteFile(dir / "bad.csv", Joined(lines));
+  for (int64_t parallelism : {1, 2}) {
+    Dataset fused = CsvRows(Dataset::TextLines({dir / "bad.csv"}),
+                            {.num_columns = 3, .parallelism = parallelism})
+                        .Batch(4);
+    Drained got = co_await Drain(fused, Context());
+    // Line 26 holds row 22 (four blank lines before it): batches 0-4 come
+    // whole, the one holding it fails.
+    EXPECT_EQ(got.elements.size(), 5u) << "parallelism " << parallelism;
+    EXPECT_TRUE(absl::IsInvalidArgument(got.end)) << got.end;
+    EXPECT_NE(got.end.message().find("bad.csv:26: column 2: 'oops' is not a "
+                                     "number"),
+              std::string::npos)
+        << got.end;
+  }
+}
+
+CO_TEST(Pipeline, BatchOverCsvRowsSkipsWithoutParsing) {
+  ScratchDir dir;
+  std::vector<std::string> lines = NumberedRows(50);
+  lines[2] = "not,a,row";  // skipped, so never parsed
+  WriteFile(dir / "rows.csv", Joined(lines));
+  Dataset fused =
+      CsvRows(Dataset::TextLines({dir / "rows.csv"}), {.num_columns = 3})
+          .Batch(8);
+  auto it = fused.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(2);
+  CO_ASSERT_OK(skipped.status());
+  EXPECT_EQ(*skipped, 2);
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
+  Drained all = co_await Drain(
+      CsvRows(UnfusedLines(NumberedRows(50)), {.num_columns = 3}).Batch(8),
+      Context());
+  const std::vector<std::vector<int64_t>> after_two(all.elements.begin() + 2,
+                                                    all.elements.end());
+  EXPECT_EQ(rest.elements, after_two);
+  // Past the end: the batches there were.
+  auto short_it = fused.MakeIterator(Context());
+  CO_ASSERT_TRUE(short_it.ok());
+  skipped = co_await (*short_it)->Skip(100);
+  CO_ASSERT_OK(skipped.status());
+  EXPECT_EQ(*skipped, 7);  // 50 rows: 6 batches of 8 and one of 2
+}
+
 // ------------------------------------------------------ stream sources
 
 // A connected pair of loopback sockets on the test's io_context.
@@ -484,6 +596,41 @@ CO_TEST(Pipeline, AnOversizedRecordLengthIsRejectedBeforeReadingIt) {
   EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
   EXPECT_NE(d.end.message().find("record 1: length 100"), std::string::npos)
       << d.end;
+}
+
+CO_TEST(Pipeline, BatchOverCsvRowsFromASocketGivesTheUnfusedBatches) {
+  SocketPair pair = co_await Connect();
+  const std::vector<std::string> lines = NumberedRows(30);
+  co_await asio::async_write(*pair.writer, asio::buffer(Joined(lines)),
+                             asio::use_awaitable);
+  pair.writer->shutdown(tcp::socket::shutdown_send);
+  // Small reads: lines and batches straddle them.
+  Dataset fused = CsvRows(ReadLines(pair.reader, {.name = "peer",
+                                                  .read_bytes = 7}),
+                          {.num_columns = 3})
+                      .Batch(4);
+  Drained got = co_await Drain(fused, Context());
+  EXPECT_TRUE(got.end.ok()) << got.end;
+  Drained want = co_await Drain(
+      CsvRows(UnfusedLines(lines), {.num_columns = 3}).Batch(4), Context());
+  EXPECT_EQ(got.elements, want.elements);
+}
+
+CO_TEST(Pipeline, CancellingABatchOverCsvRowsCancelsTheSocketRead) {
+  SocketPair pair = co_await Connect();  // the writer never writes
+  auto it = CsvRows(ReadLines(pair.reader, {.name = "quiet"}),
+                    {.num_columns = 3})
+                .Batch(4)
+                .MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  asio::cancellation_signal cancel;
+  auto executor = co_await asio::this_coro::executor;
+  Started<ElementIterator::Result> next(executor, NextOfPtr(it->get()),
+                                        cancel.slot());
+  asio::post(executor,
+             [&cancel] { cancel.emit(asio::cancellation_type::terminal); });
+  ElementIterator::Result result = co_await next.Get();
+  EXPECT_TRUE(absl::IsCancelled(result.status())) << result.status();
 }
 
 CO_TEST(Pipeline, CancellingNextCancelsTheSocketRead) {

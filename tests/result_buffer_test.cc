@@ -5,12 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
-#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -208,8 +208,11 @@ TEST(ResultBuffer, ConcurrentConsumersTakeEachResultExactlyOnce) {
   constexpr int64_t kResults = 20000;
   auto buffer = std::make_shared<ResultBuffer>(8);
   std::vector<std::vector<int64_t>> taken(2);
-  auto consume = [&](std::vector<int64_t>& mine) {
-    asio::io_context io;
+  // Outlive every thread: the producer's post may still be signalling a
+  // consumer's context when that consumer already ran the completion.
+  asio::io_context consumer_io[2];
+  asio::io_context producer_io;
+  auto consume = [&](std::vector<int64_t>& mine, asio::io_context& io) {
     for (;;) {
       std::optional<Result> r = buffer->TryPop();
       if (!r.has_value()) {
@@ -222,9 +225,8 @@ TEST(ResultBuffer, ConcurrentConsumersTakeEachResultExactlyOnce) {
     }
   };
   auto done = std::async(std::launch::async, [&] {
-    std::thread a(consume, std::ref(taken[0]));
-    std::thread b(consume, std::ref(taken[1]));
-    asio::io_context producer_io;
+    std::thread a(consume, std::ref(taken[0]), std::ref(consumer_io[0]));
+    std::thread b(consume, std::ref(taken[1]), std::ref(consumer_io[1]));
     for (int64_t i = 0; i <= kResults; ++i) {
       Result r = i < kResults ? Number(i) : End();
       while (buffer->TryPush(r) == ResultBuffer::PushOutcome::kFull) {

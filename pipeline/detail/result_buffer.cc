@@ -44,7 +44,8 @@ ResultBuffer::PushOutcome ResultBuffer::TryPush(Result& result) {
       if (IsFinal(result)) {
         if (!final_.has_value()) final_ = result;
         available_.store(1, std::memory_order_release);
-        for (auto& [id, waiter] : waiters_) finished.push_back(std::move(waiter));
+        for (auto& [id, waiter] : waiters_)
+          finished.push_back(std::move(waiter));
         waiters_.clear();
       }
     }
@@ -106,7 +107,8 @@ void ResultBuffer::SpinForResult() {
   const int64_t max_spin =
       std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxSpin).count();
   if (interval < 0 || interval > max_spin) return;
-  const auto budget = std::chrono::nanoseconds(std::min(2 * interval, max_spin));
+  const auto budget =
+      std::chrono::nanoseconds(std::min(2 * interval, max_spin));
   const auto start = std::chrono::steady_clock::now();
   for (int i = 1;; ++i) {
     if (available_.load(std::memory_order_acquire) > 0 ||

@@ -41,8 +41,8 @@
 
 #include <atomic>
 #include <boost/asio/associated_cancellation_slot.hpp>
-#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/async_result.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/error.hpp>
 #include <chrono>
 #include <cstdint>
@@ -98,10 +98,9 @@ class ResultBuffer : public std::enable_shared_from_this<ResultBuffer> {
           boost::asio::cancellation_slot slot =
               boost::asio::get_associated_cancellation_slot(handler);
           SpinForResult();
-          AddWaiterOrComplete(
-              PostToHandler<Result>(std::move(handler),
-                                    [](Result r) { return r; }),
-              slot);
+          AddWaiterOrComplete(PostToHandler<Result>(std::move(handler),
+                                                    [](Result r) { return r; }),
+                              slot);
         },
         token);
   }

@@ -15,6 +15,17 @@ namespace cosession::detail {
 
 using Node = std::shared_ptr<const DatasetNode>;
 
+// A stage that builds batches of its elements more cheaply than Batch
+// stacks them (CsvRows parses rows straight into the batch's tensors), as
+// tf.data fuses a map and a batch: Batch(n, drop_remainder) over it is
+// FusedBatch(n, drop_remainder), which must yield exactly the batches,
+// errors and positions (Skip) that Batch would.
+class BatchFusable {
+ public:
+  virtual ~BatchFusable() = default;
+  virtual Node FusedBatch(int64_t batch_size, bool drop_remainder) const = 0;
+};
+
 // pipeline/memory_sources.cc
 Node FromElementsNode(std::vector<Element> elements);
 Node FromTensorSlicesNode(std::vector<Tensor> tensors);
@@ -32,8 +43,10 @@ Node RepeatNode(Node input, int64_t count);
 // pipeline/shuffle.cc
 Node ShuffleNode(Node input, int64_t buffer_size, uint64_t seed,
                  bool reshuffle_each_iteration);
-// pipeline/batch.cc
+// pipeline/batch.cc. BatchNode fuses with a BatchFusable input;
+// StackingBatchNode never does (what a fused stage falls back to).
 Node BatchNode(Node input, int64_t batch_size, bool drop_remainder);
+Node StackingBatchNode(Node input, int64_t batch_size, bool drop_remainder);
 Node PaddedBatchNode(Node input, int64_t batch_size,
                      PaddedBatchOptions options);
 // pipeline/prefetch.cc
