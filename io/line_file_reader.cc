@@ -23,18 +23,37 @@ LineFileReader::~LineFileReader() = default;
 
 absl::Status LineFileReader::ReadChunk() {
   if (eof_) return absl::OkStatus();
+  std::string chunk = std::move(spare_);
+  absl::Status read = FillChunk(chunk);
+  if (!read.ok()) {
+    partial_.append(chunk_, chunk_pos_);
+    chunk_.clear();
+    chunk_pos_ = 0;
+    return read;
+  }
+  AdoptChunk(chunk);
+  spare_ = std::move(chunk);
+  return absl::OkStatus();
+}
+
+absl::Status LineFileReader::FillChunk(std::string& chunk) {
+  chunk.resize(static_cast<size_t>(options_.chunk_bytes));
+  absl::StatusOr<size_t> n = file_.Read(chunk.data(), chunk.size());
+  if (!n.ok()) {
+    chunk.clear();
+    return n.status();
+  }
+  chunk.resize(*n);
+  return absl::OkStatus();
+}
+
+void LineFileReader::AdoptChunk(std::string& chunk) {
+  if (eof_) return;
   // What is left of the chunk is an unterminated line: keep it.
   partial_.append(chunk_, chunk_pos_);
   chunk_pos_ = 0;
-  chunk_.resize(static_cast<size_t>(options_.chunk_bytes));
-  absl::StatusOr<size_t> n = file_.Read(chunk_.data(), chunk_.size());
-  if (!n.ok()) {
-    chunk_.clear();
-    return n.status();
-  }
-  chunk_.resize(*n);
-  if (*n == 0) eof_ = true;
-  return absl::OkStatus();
+  chunk_.swap(chunk);
+  if (chunk_.empty()) eof_ = true;
 }
 
 absl::StatusOr<LineFileReader::Line> LineFileReader::NextBuffered() {

@@ -12,7 +12,15 @@
 // NextBuffered never blocks: it serves lines from the chunk in memory and
 // says when the next needs a ReadChunk, which is blocking I/O (call it on a
 // thread that may block: the pipeline runs it on the pool). The memory
-// held is one chunk plus at most one line being assembled.
+// held is two chunks (the one served, and ReadChunk's next) plus at most
+// one line being assembled.
+//
+// Reading ahead: ReadChunk is FillChunk (the blocking read into a buffer of
+// the caller's) then AdoptChunk (serve those bytes next). FillChunk
+// touches only the file, NextBuffered and AdoptChunk only what is in
+// memory, so the next chunk can be read on another thread while this
+// one's lines are served -- one call of each kind at a time; AdoptChunk
+// once NextBuffered said kNeedsRead.
 //
 // Errors: Open returns NotFound, PermissionDenied, ... naming the file;
 // ReadChunk returns DataLoss "<file>: corrupt gzip data: ..." and I/O
@@ -59,14 +67,24 @@ class LineFileReader {
   absl::StatusOr<Line> NextBuffered();
   // Reads the next chunk (blocking). After kEnd, a no-op.
   absl::Status ReadChunk();
+  // The next chunk's bytes into `chunk` (resized to them; empty at the end
+  // of the file). Blocking; touches only the file.
+  absl::Status FillChunk(std::string& chunk);
+  // Serves `chunk` (from FillChunk) next; an empty one is the end of the
+  // file. Swaps it with the chunk served until now, whose buffer the
+  // caller may reuse.
+  void AdoptChunk(std::string& chunk);
 
   const std::string& path() const { return file_.path(); }
+  // True once an empty chunk (the end of the file) was taken into use.
+  bool at_end() const { return eof_; }
 
  private:
   LineFileReader(MaybeGzipFile file, LineFileReaderOptions options);
   MaybeGzipFile file_;
   LineFileReaderOptions options_;
   std::string chunk_;  // bytes read and not yet served
+  std::string spare_;  // ReadChunk's buffer for the next chunk
   size_t chunk_pos_ = 0;
   std::string partial_;  // a line split across chunks
   std::string line_;     // the line served last, when it was assembled

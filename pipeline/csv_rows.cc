@@ -175,14 +175,27 @@ class BatchUnderConstruction {
 // iterator's shared mutex.
 struct RawBatch {
   enum class State { kPending, kParsing, kDone };
+  RawBatch() = default;
+  RawBatch(RawBatch&& other) noexcept
+      : text(std::move(other.text)),
+        ends(std::move(other.ends)),
+        origins(std::move(other.origins)) {}
+  RawBatch& operator=(RawBatch&& other) noexcept {
+    text = std::move(other.text);
+    ends = std::move(other.ends);
+    origins = std::move(other.origins);
+    return *this;
+  }
+
   std::string text{};  // the rows, back to back
   std::vector<size_t> ends{};
   std::vector<ElementOrigin> origins{};
-  State state = State::kPending;
+  // Written under the shared mutex; read without it by a spinning consumer.
+  std::atomic<State> state{State::kPending};
   Result result{std::optional<Element>()};
-  // The consumer waiting for this batch, if any; nullopt tells it its wait
-  // was cancelled (the batch stays for the next call).
-  absl::AnyInvocable<void(std::optional<Result>)> waiter{};
+  // The consumer waiting for this batch to be done, if any: true once it
+  // is, false when the wait was cancelled (the batch stays in the window).
+  absl::AnyInvocable<void(bool)> waiter{};
 };
 
 Result ParseRawBatch(const CsvRowOptions& options, const RawBatch& raw) {
@@ -205,9 +218,70 @@ Result ParseRawBatch(const CsvRowOptions& options, const RawBatch& raw) {
   return std::optional<Element>(std::move(batch).Take(options));
 }
 
-// What the consumer and the pool's parse tasks share.
+// What the consumer and the pool's parse workers share: the batches
+// gathered and not yet returned, in input order, and how many workers run.
 struct SharedParsing {
   std::mutex mu;
+  std::deque<std::shared_ptr<RawBatch>> window ABSL_GUARDED_BY(mu);
+  int workers ABSL_GUARDED_BY(mu) = 0;
+
+  // The oldest batch nobody parses yet, now claimed by the caller; null
+  // when there is none.
+  std::shared_ptr<RawBatch> ClaimOldestPending() {
+    std::lock_guard lock(mu);
+    for (const std::shared_ptr<RawBatch>& raw : window) {
+      if (raw->state.load(std::memory_order_relaxed) ==
+          RawBatch::State::kPending) {
+        raw->state.store(RawBatch::State::kParsing, std::memory_order_relaxed);
+        return raw;
+      }
+    }
+    return nullptr;
+  }
+  bool Claim(RawBatch& raw) {
+    std::lock_guard lock(mu);
+    if (raw.state.load(std::memory_order_relaxed) !=
+        RawBatch::State::kPending) {
+      return false;
+    }
+    raw.state.store(RawBatch::State::kParsing, std::memory_order_relaxed);
+    return true;
+  }
+  // Parses a claimed batch into its result, and tells a waiting consumer.
+  void ParseClaimed(RawBatch& raw, const CsvRowOptions& options) {
+    Result result = ParseRawBatch(options, raw);
+    absl::AnyInvocable<void(bool)> waiter;
+    {
+      std::lock_guard lock(mu);
+      raw.result = std::move(result);
+      raw.state.store(RawBatch::State::kDone, std::memory_order_release);
+      waiter = std::move(raw.waiter);
+      raw.waiter = nullptr;
+    }
+    if (waiter) waiter(true);
+  }
+  // A worker on the pool: parses pending batches until none is left.
+  static void Work(std::shared_ptr<SharedParsing> self, CsvRowOptions options) {
+    while (true) {
+      std::shared_ptr<RawBatch> raw = self->ClaimOldestPending();
+      if (raw == nullptr) {
+        std::lock_guard lock(self->mu);
+        // A batch added since the claim failed would find this worker
+        // counted and post none: look again before leaving.
+        bool pending = false;
+        for (const auto& b : self->window) {
+          pending = pending || b->state.load(std::memory_order_relaxed) ==
+                                   RawBatch::State::kPending;
+        }
+        if (!pending) {
+          --self->workers;
+          return;
+        }
+        continue;
+      }
+      self->ParseClaimed(*raw, options);
+    }
+  }
 };
 
 class CsvBatchIterator : public ElementIterator {
@@ -244,8 +318,8 @@ class CsvBatchIterator : public ElementIterator {
   // Skips k batches -- k * n rows, not parsed -- at a batch boundary; in
   // the middle of one, batch by batch.
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t k) override {
-    if (building_.has_value() || !window_.empty() || !gathering_.ends.empty() ||
-        input_done_ || !failure_.ok()) {
+    if (building_.has_value() || window_size() > 0 ||
+        !gathering_.ends.empty() || input_done_ || !failure_.ok()) {
       co_return co_await ElementIterator::Skip(k);
     }
     const int64_t want = k * batch_size_;
@@ -330,13 +404,33 @@ class CsvBatchIterator : public ElementIterator {
     return Result(std::optional<Element>(std::move(batch)));
   }
 
-  // ---- parallelism P > 1.
+  // ---- parallelism P > 1: up to 2P batches gathered ahead, P parsing at
+  // once (P - 1 workers on the pool, and the consumer).
+  size_t max_window() const {
+    return 2 * static_cast<size_t>(options_.parallelism);
+  }
+  size_t window_size() {
+    std::lock_guard lock(shared_->mu);
+    return shared_->window.size();
+  }
+  std::shared_ptr<RawBatch> front() {
+    std::lock_guard lock(shared_->mu);
+    return shared_->window.empty() ? nullptr : shared_->window.front();
+  }
+  // The front batch's result, taken out of the window (it is done).
+  Result PopFront() {
+    std::lock_guard lock(shared_->mu);
+    std::shared_ptr<RawBatch> raw = std::move(shared_->window.front());
+    shared_->window.pop_front();
+    return std::move(raw->result);
+  }
 
   // Gathers rows into gathering_ without waiting; a full batch (or the
-  // last one) joins the window and gets a parse task on the pool. Returns
-  // kMustWait when the input must be waited for, kEnd at its end.
+  // last one) joins the window, where a worker or the consumer parses it.
+  // Returns kMustWait when the input must be waited for, kEnd at its end.
   absl::StatusOr<LineSource::Progress> GatherAhead() {
-    while (window_.size() < static_cast<size_t>(options_.parallelism)) {
+    size_t in_window = window_size();
+    while (in_window < max_window()) {
       LineSource::Line line;
       absl::StatusOr<LineSource::Progress> progress = NextRow(line);
       if (!progress.ok()) return progress;
@@ -352,6 +446,7 @@ class CsvBatchIterator : public ElementIterator {
       gathering_.origins.push_back(lines_->OriginOf(line.index));
       if (static_cast<int64_t>(gathering_.ends.size()) == batch_size_) {
         Launch();
+        ++in_window;
       }
     }
     return LineSource::Progress::kLine;
@@ -360,67 +455,39 @@ class CsvBatchIterator : public ElementIterator {
   void Launch() {
     auto raw = std::make_shared<RawBatch>(std::move(gathering_));
     gathering_ = RawBatch();
-    window_.push_back(raw);
-    asio::post(pool_, [shared = shared_, raw, options = options_] {
-      ParseIfPending(*shared, *raw, options);
-    });
+    bool post = false;
+    {
+      std::lock_guard lock(shared_->mu);
+      shared_->window.push_back(std::move(raw));
+      if (shared_->workers < options_.parallelism - 1) {
+        ++shared_->workers;
+        post = true;
+      }
+    }
+    if (post) {
+      asio::post(pool_, [shared = shared_, options = options_] {
+        SharedParsing::Work(shared, options);
+      });
+    }
   }
 
-  // Parses `raw` unless another thread took it first; hands the result to
-  // a waiting consumer.
-  static void ParseIfPending(SharedParsing& shared, RawBatch& raw,
-                             const CsvRowOptions& options) {
-    {
-      std::lock_guard lock(shared.mu);
-      if (raw.state != RawBatch::State::kPending) return;
-      raw.state = RawBatch::State::kParsing;
-    }
-    Result result = ParseRawBatch(options, raw);
-    absl::AnyInvocable<void(std::optional<Result>)> waiter;
-    {
-      std::lock_guard lock(shared.mu);
-      raw.state = RawBatch::State::kDone;
-      if (raw.waiter) {
-        waiter = std::move(raw.waiter);
-        raw.waiter = nullptr;
-      } else {
-        raw.result = std::move(result);
+  // Spins while a worker finishes `raw`, for as long as parsing a batch
+  // takes at most: cheaper than sleeping and being woken.
+  static void SpinUntilDone(const RawBatch& raw) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 1;
+         raw.state.load(std::memory_order_acquire) != RawBatch::State::kDone;
+         ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      if (i % 64 == 0 &&
+          std::chrono::steady_clock::now() - start > kMaxSpinForBatch) {
         return;
       }
     }
-    waiter(std::move(result));
   }
-
-  // The front batch, if it is parsed (or can be parsed here, now); else
-  // nullopt after helping with a later one.
-  std::optional<Result> TakeFrontIfReady() {
-    std::shared_ptr<RawBatch> front = window_.front();
-    {
-      std::lock_guard lock(shared_->mu);
-      if (front->state == RawBatch::State::kDone) {
-        window_.pop_front();
-        return std::move(front->result);
-      }
-    }
-    ParseIfPending(*shared_, *front, options_);
-    {
-      std::lock_guard lock(shared_->mu);
-      if (front->state == RawBatch::State::kDone) {
-        window_.pop_front();
-        return std::move(front->result);
-      }
-    }
-    // On the pool: parse a later batch meanwhile.
-    for (size_t i = 1; i < window_.size(); ++i) {
-      ParseIfPending(*shared_, *window_[i], options_);
-    }
-    std::lock_guard lock(shared_->mu);
-    if (front->state == RawBatch::State::kDone) {
-      window_.pop_front();
-      return std::move(front->result);
-    }
-    return std::nullopt;
-  }
+  static constexpr std::chrono::microseconds kMaxSpinForBatch{50};
 
   // What a result leaving the window means for the stream.
   Result Emitted(Result result) {
@@ -432,51 +499,66 @@ class CsvBatchIterator : public ElementIterator {
     if (!failure_.ok()) return Result(failure_);
     absl::StatusOr<LineSource::Progress> gathered = GatherAhead();
     if (!gathered.ok()) pending_failure_ = gathered.status();
-    if (window_.empty()) {
-      // Batches before an input error come first; then the error.
-      if (!pending_failure_.ok()) return Result(Fail(pending_failure_));
-      if (input_done_) return Result(std::optional<Element>());
-      return std::nullopt;  // the input must be waited for
+    while (true) {
+      std::shared_ptr<RawBatch> first = front();
+      if (first == nullptr) {
+        // Batches before an input error come first; then the error.
+        if (!pending_failure_.ok()) return Result(Fail(pending_failure_));
+        if (input_done_) return Result(std::optional<Element>());
+        return std::nullopt;  // the input must be waited for
+      }
+      if (first->state.load(std::memory_order_acquire) ==
+          RawBatch::State::kDone) {
+        return Emitted(PopFront());
+      }
+      if (shared_->Claim(*first)) {
+        shared_->ParseClaimed(*first, options_);
+        return Emitted(PopFront());
+      }
+      // A worker parses the front batch: parse a later one meanwhile.
+      if (std::shared_ptr<RawBatch> later = shared_->ClaimOldestPending()) {
+        shared_->ParseClaimed(*later, options_);
+        continue;
+      }
+      SpinUntilDone(*first);
+      if (first->state.load(std::memory_order_acquire) !=
+          RawBatch::State::kDone) {
+        return std::nullopt;  // Next waits for it
+      }
     }
-    if (std::optional<Result> ready = TakeFrontIfReady()) {
-      return Emitted(*std::move(ready));
-    }
-    return std::nullopt;
   }
 
-  // Completes with the front batch's result once its parse task is done,
-  // or with nullopt when the wait is cancelled.
+  // Completes with true once the front batch is done, or with false when
+  // the wait is cancelled.
   template <typename CompletionToken>
-  auto AsyncWaitFront(std::shared_ptr<RawBatch> front,
-                      CompletionToken&& token) {
-    using Waited = std::optional<Result>;
-    return asio::async_initiate<CompletionToken, void(Waited)>(
-        [this](auto handler, std::shared_ptr<RawBatch> front) {
+  auto AsyncWaitDone(std::shared_ptr<RawBatch> raw, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(bool)>(
+        [this](auto handler, std::shared_ptr<RawBatch> raw) {
           asio::cancellation_slot slot =
               asio::get_associated_cancellation_slot(handler);
-          auto done = PostToHandler<Waited>(std::move(handler),
-                                            [](Waited r) { return r; });
+          auto done =
+              PostToHandler<bool>(std::move(handler), [](bool d) { return d; });
           std::unique_lock lock(shared_->mu);
-          if (front->state == RawBatch::State::kDone) {
-            Waited result = std::move(front->result);
+          if (raw->state.load(std::memory_order_relaxed) ==
+              RawBatch::State::kDone) {
             lock.unlock();
-            done(std::move(result));
+            done(true);
             return;
           }
           if (slot.is_connected()) {
-            slot.assign([shared = shared_, front](asio::cancellation_type) {
-              absl::AnyInvocable<void(Waited)> waiter;
+            slot.assign([shared = shared_, raw](asio::cancellation_type) {
+              absl::AnyInvocable<void(bool)> waiter;
               {
                 std::lock_guard lock(shared->mu);
-                waiter = std::move(front->waiter);
-                front->waiter = nullptr;
+                waiter = std::move(raw->waiter);
+                raw->waiter = nullptr;
               }
-              if (waiter) waiter(std::nullopt);
+              if (waiter) waiter(false);
             });
           }
-          front->waiter = std::move(done);
+          raw->waiter = std::move(done);
         },
-        token, std::move(front));
+        token, std::move(raw));
   }
 
   asio::awaitable<Result> NextParallel() {
@@ -484,22 +566,18 @@ class CsvBatchIterator : public ElementIterator {
       if (std::optional<Result> ready = TryNextParallel()) {
         co_return *std::move(ready);
       }
-      // Read ahead while the window has room (the batches in it parse on
-      // the pool meanwhile); else wait for the front batch.
-      if (window_.size() < static_cast<size_t>(options_.parallelism) &&
-          !input_done_ && pending_failure_.ok()) {
+      std::shared_ptr<RawBatch> first = front();
+      if (first == nullptr) {
+        // Nothing gathered: the input must be read first.
         absl::Status waited = co_await lines_->WaitForLines();
         if (!waited.ok()) pending_failure_ = waited;
         continue;
       }
-      std::optional<Result> result =
-          co_await AsyncWaitFront(window_.front(), asio::use_awaitable);
-      if (!result.has_value()) {
+      if (!co_await AsyncWaitDone(first, asio::use_awaitable)) {
         co_return Result(
             absl::CancelledError("the wait for the next batch was cancelled"));
       }
-      window_.pop_front();
-      co_return Emitted(*std::move(result));
+      co_return Emitted(PopFront());
     }
   }
 
@@ -518,7 +596,6 @@ class CsvBatchIterator : public ElementIterator {
   // not yet returned (in order), an input error that comes after them.
   std::shared_ptr<SharedParsing> shared_;
   RawBatch gathering_;
-  std::deque<std::shared_ptr<RawBatch>> window_;
   absl::Status pending_failure_;
 };
 
