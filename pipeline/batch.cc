@@ -378,7 +378,7 @@ class PaddedBatchDataset : public DatasetNode {
 
 Node BatchNode(Node input, int64_t batch_size, bool drop_remainder) {
   if (const auto* fusable = dynamic_cast<const BatchFusable*>(input.get())) {
-    return fusable->FusedBatch(batch_size, drop_remainder);
+    return fusable->FusedBatch(input, batch_size, drop_remainder);
   }
   return StackingBatchNode(std::move(input), batch_size, drop_remainder);
 }

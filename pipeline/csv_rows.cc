@@ -655,7 +655,7 @@ class CsvRowsDataset : public DatasetNode, public detail::BatchFusable {
 
   // Fused when the lines come from a source of views (TextLines,
   // ReadLines, TcpLines); else Batch over the rows.
-  detail::Node FusedBatch(int64_t batch_size,
+  detail::Node FusedBatch(const detail::Node&, int64_t batch_size,
                           bool drop_remainder) const override {
     detail::Node unfused =
         detail::StackingBatchNode(rows_, batch_size, drop_remainder);

@@ -1,6 +1,8 @@
 // The in-memory sources: FromElements, FromTensorSlices, Range. They never
 // wait, skip in O(1) and are deterministic. A slice is a copy of its rows
-// (a new tensor): the source tensors stay shared and immutable.
+// (a new tensor): the source tensors stay shared and immutable. Batch over
+// FromTensorSlices is fused (detail::BatchFusable): a batch is one copy of
+// its consecutive rows per tensor, not a tensor per row stacked.
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -70,7 +72,56 @@ class FromElementsDataset : public DatasetNode {
   std::optional<ElementSpec> spec_;
 };
 
-class FromTensorSlicesDataset : public DatasetNode {
+// Batch(n) over FromTensorSlices: each batch is a block of consecutive
+// rows, copied at once per tensor.
+class SliceBatchesDataset : public DatasetNode {
+ public:
+  SliceBatchesDataset(std::shared_ptr<const std::vector<Tensor>> tensors,
+                      Node unfused, int64_t batch_size, bool drop_remainder)
+      : tensors_(std::move(tensors)),
+        unfused_(std::move(unfused)),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext&) const override {
+    const int64_t rows = (*tensors_)[0].shape().dim_size(0);
+    const int64_t batches = drop_remainder_
+                                ? rows / batch_size_
+                                : (rows + batch_size_ - 1) / batch_size_;
+    return MakeIndexIterator(
+        batches, [tensors = tensors_, n = batch_size_, rows](int64_t b) {
+          const int64_t first = b * n;
+          const int64_t count = std::min(n, rows - first);
+          Element batch;
+          for (const Tensor& t : *tensors) {
+            TensorShape shape = t.shape();
+            shape.set_dim(0, count);
+            Tensor block = Tensor::Allocate(t.dtype(), shape);
+            const size_t row_bytes =
+                rows == 0 ? 0 : t.TotalBytes() / static_cast<size_t>(rows);
+            if (block.TotalBytes() > 0) {
+              std::memcpy(block.raw_data(),
+                          static_cast<const char*>(t.raw_data()) +
+                              static_cast<size_t>(first) * row_bytes,
+                          block.TotalBytes());
+            }
+            batch.components.emplace_back(std::move(block));
+          }
+          return batch;
+        });
+  }
+  std::optional<ElementSpec> spec() const override { return unfused_->spec(); }
+  bool deterministic() const override { return true; }
+  std::string DebugString() const override { return unfused_->DebugString(); }
+
+ private:
+  std::shared_ptr<const std::vector<Tensor>> tensors_;
+  Node unfused_;
+  int64_t batch_size_;
+  bool drop_remainder_;
+};
+
+class FromTensorSlicesDataset : public DatasetNode, public BatchFusable {
  public:
   explicit FromTensorSlicesDataset(std::vector<Tensor> tensors)
       : tensors_(
@@ -105,6 +156,12 @@ class FromTensorSlicesDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat("FromTensorSlices(", (*tensors_)[0].shape().dim_size(0),
                         ")");
+  }
+  Node FusedBatch(const Node& self, int64_t batch_size,
+                  bool drop_remainder) const override {
+    return std::make_shared<SliceBatchesDataset>(
+        tensors_, StackingBatchNode(self, batch_size, drop_remainder),
+        batch_size, drop_remainder);
   }
 
  private:

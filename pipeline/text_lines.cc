@@ -4,11 +4,11 @@
 // serves the lines of the chunk in memory. The iterator is also a
 // LineSource (pipeline/detail/line_source.h): the same lines as views.
 //
-// Reading ahead: as soon as a file is open, and each time a chunk is taken
-// into use, the next chunk is read on the pool (LineFileReader's
-// FillChunk) while the lines of this one are served, so that a consumer
-// slower than the disk and the gunzip never waits for them. The memory
-// held is two chunks plus a line.
+// Reading ahead: as soon as a file is open, its next chunks are read on
+// the pool, up to kChunksReadAhead ahead of the one served
+// (pipeline/detail/chunk_read_ahead.h), so that a consumer slower than the
+// disk and the gunzip seldom waits for them. The memory held is a few
+// chunks plus a line.
 //
 // A cancelled wait leaves the iterator stopped: the read finishes on the
 // pool with the reader it owns, and every later Next() is Cancelled.
@@ -26,6 +26,7 @@
 #include "absl/strings/str_join.h"
 #include "cosession/async/completion.h"
 #include "cosession/io/line_file_reader.h"
+#include "cosession/pipeline/detail/chunk_read_ahead.h"
 #include "cosession/pipeline/detail/line_source.h"
 #include "cosession/pipeline/detail/on_pool.h"
 #include "cosession/pipeline/detail/stages.h"
@@ -34,69 +35,6 @@ namespace cosession::detail {
 namespace {
 
 namespace asio = boost::asio;
-
-// A chunk read on the pool, and the consumer waiting for it.
-class ChunkRead : public std::enable_shared_from_this<ChunkRead> {
- public:
-  std::string chunk;  // the bytes, once done (the consumer's then)
-
-  void Finish(absl::Status status) {
-    absl::AnyInvocable<void(absl::Status)> waiter;
-    {
-      std::lock_guard lock(mu_);
-      status_ = status;
-      waiter = std::move(waiter_);
-      waiter_ = nullptr;
-    }
-    if (waiter) waiter(std::move(status));
-  }
-  void Cancel(const std::string& what) {
-    absl::AnyInvocable<void(absl::Status)> waiter;
-    {
-      std::lock_guard lock(mu_);
-      waiter = std::move(waiter_);
-      waiter_ = nullptr;
-    }
-    if (waiter) waiter(absl::CancelledError(what));
-  }
-  // The read's status once it is done; Unavailable while it runs.
-  absl::Status TakeIfDone() {
-    std::lock_guard lock(mu_);
-    if (status_.has_value()) return *status_;
-    return absl::UnavailableError("the read is running");
-  }
-  // Completes with the read's status, or Cancelled(what).
-  template <typename CompletionToken>
-  auto AsyncWait(std::string what, CompletionToken&& token) {
-    return asio::async_initiate<CompletionToken, void(absl::Status)>(
-        [this](auto handler, std::string what) {
-          asio::cancellation_slot slot =
-              asio::get_associated_cancellation_slot(handler);
-          auto done = PostToHandler<absl::Status>(
-              std::move(handler), [](absl::Status s) { return s; });
-          std::unique_lock lock(mu_);
-          if (status_.has_value()) {
-            absl::Status status = *status_;
-            lock.unlock();
-            done(std::move(status));
-            return;
-          }
-          if (slot.is_connected()) {
-            slot.assign([weak = weak_from_this(),
-                         what = std::move(what)](asio::cancellation_type) {
-              if (auto self = weak.lock()) self->Cancel(what);
-            });
-          }
-          waiter_ = std::move(done);
-        },
-        token, std::move(what));
-  }
-
- private:
-  std::mutex mu_;
-  std::optional<absl::Status> status_ ABSL_GUARDED_BY(mu_);
-  absl::AnyInvocable<void(absl::Status)> waiter_ ABSL_GUARDED_BY(mu_);
-};
 
 class TextLinesIterator : public ElementIterator, public LineSource {
  public:
@@ -145,7 +83,7 @@ class TextLinesIterator : public ElementIterator, public LineSource {
           return Progress::kMustWait;
         case LineFileReader::State::kEnd:
           reader_ = nullptr;
-          ahead_ = nullptr;
+          ahead_ = nullptr;  // its reads ended with the file
           continue;
         case LineFileReader::State::kLine:
           if (line->number <= options_.skip_lines) continue;
@@ -176,22 +114,23 @@ class TextLinesIterator : public ElementIterator, public LineSource {
       if (!opened.ok()) co_return Fail(opened.status());
       reader_ = *std::move(opened);
       source_ = std::make_shared<const std::string>(path);
-      ReadAhead();
+      ahead_ =
+          std::make_shared<ChunkReadAhead>(reader_, pool_, kChunksReadAhead);
+      ahead_->Start();
       co_return absl::OkStatus();
     }
-    if (ahead_ == nullptr) ReadAhead();
-    std::shared_ptr<ChunkRead> read = ahead_;
-    absl::Status done = read->TakeIfDone();
-    if (absl::IsUnavailable(done)) {  // not yet
-      done = co_await read->AsyncWait(
+    std::optional<absl::Status> taken = ahead_->TryTake(chunk_);
+    if (!taken.has_value()) {
+      absl::Status waited = co_await ahead_->AsyncWaitReady(
           absl::StrCat("reading '", reader_->path(), "' was cancelled"),
           asio::use_awaitable);
+      if (!waited.ok()) co_return Fail(waited);
+      taken = ahead_->TryTake(chunk_);
     }
-    ahead_ = nullptr;
-    if (!done.ok()) co_return Fail(done);
-    reader_->AdoptChunk(read->chunk);
-    spare_ = std::move(read->chunk);  // the chunk served until now
-    if (!reader_->at_end()) ReadAhead();
+    if (!taken->ok()) co_return Fail(*taken);
+    // chunk_ now holds the chunk served until now: its buffer is given
+    // back at the next take.
+    reader_->AdoptChunk(chunk_);
     co_return absl::OkStatus();
   }
 
@@ -202,21 +141,16 @@ class TextLinesIterator : public ElementIterator, public LineSource {
   }
 
  private:
-  // Starts reading the next chunk of reader_ on the pool.
-  void ReadAhead() {
-    ahead_ = std::make_shared<ChunkRead>();
-    ahead_->chunk = std::move(spare_);
-    asio::post(pool_, [read = ahead_, reader = reader_] {
-      absl::Status status = reader->FillChunk(read->chunk);
-      read->Finish(std::move(status));
-    });
-  }
+  // Chunks read ahead of the one served: enough for the reads to run ahead
+  // of a consumer as fast as the gunzip, little memory.
+  static constexpr size_t kChunksReadAhead = 3;
 
   // Stops the iterator: every later call returns `status`.
   absl::Status Fail(absl::Status status) {
     failure_ = status;
     // A read in flight still holds its own references.
     reader_ = nullptr;
+    if (ahead_ != nullptr) ahead_->Stop();
     ahead_ = nullptr;
     return status;
   }
@@ -228,9 +162,9 @@ class TextLinesIterator : public ElementIterator, public LineSource {
   std::shared_ptr<LineFileReader> reader_;
   std::shared_ptr<const std::string> source_;
   absl::Status failure_;
-  // The next chunk of reader_ being read, and a buffer for the one after.
-  std::shared_ptr<ChunkRead> ahead_;
-  std::string spare_;
+  // reader_'s next chunks, read on the pool; the buffer handed over last.
+  std::shared_ptr<ChunkReadAhead> ahead_;
+  std::string chunk_;
 };
 
 class TextLinesDataset : public DatasetNode, public LineSourceNode {

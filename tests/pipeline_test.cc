@@ -212,6 +212,45 @@ CO_TEST(Pipeline, FromTensorSlicesAndBatch) {
             "(float [2,2], int32 [2])");
 }
 
+// Batch over FromTensorSlices is fused (blocks of rows copied at once):
+// the same batches as stacking the slices one by one, and the same skips.
+CO_TEST(Pipeline, BatchOverTensorSlicesGivesTheStackedBatches) {
+  std::vector<float> xs;
+  std::vector<int32_t> ys;
+  std::vector<Element> one_by_one;
+  for (int i = 0; i < 11; ++i) {
+    xs.insert(xs.end(), {static_cast<float>(i), static_cast<float>(-i)});
+    ys.push_back(10 * i);
+    one_by_one.push_back(
+        MakeElement({Tensor::FromVector<float>(
+                         {static_cast<float>(i), static_cast<float>(-i)}),
+                     Tensor::Scalar<int32_t>(10 * i)}));
+  }
+  Dataset slices = Dataset::FromTensorSlices(
+      {Tensor::FromVector<float>(xs, TensorShape{11, 2}),
+       Tensor::FromVector<int32_t>(ys)});
+  Dataset stacked = Dataset::FromElements(one_by_one);
+  for (bool drop : {false, true}) {
+    Dataset fused = slices.Batch(4, drop);
+    EXPECT_EQ(fused.DebugString(),
+              absl::StrCat("FromTensorSlices(11).Batch(4",
+                           drop ? ", drop_remainder" : "", ")"));
+    Drained got = co_await Drain(fused, Context());
+    Drained want = co_await Drain(stacked.Batch(4, drop), Context());
+    EXPECT_EQ(got.elements, want.elements) << "drop " << drop;
+    EXPECT_EQ(got.elements.size(), drop ? 2u : 3u);
+    auto it = fused.MakeIterator(Context());
+    CO_ASSERT_TRUE(it.ok());
+    absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(1);
+    CO_ASSERT_OK(skipped.status());
+    EXPECT_EQ(*skipped, 1);
+    Drained rest = co_await DrainIterator(**it);
+    EXPECT_EQ(rest.elements,
+              std::vector<std::vector<int64_t>>(want.elements.begin() + 1,
+                                                want.elements.end()));
+  }
+}
+
 CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
   std::vector<Element> elements;
   elements.push_back(MakeElement({Tensor::FromVector<int64_t>({1})}));
@@ -426,8 +465,7 @@ CO_TEST(Pipeline, BatchOverCsvRowsFromFilesGivesTheUnfusedBatches) {
               .Batch(8, drop);
       Dataset unfused = CsvRows(UnfusedLines(lines), options).Batch(8, drop);
       EXPECT_EQ(fused.DebugString(),
-                absl::StrCat("TextLines(", dir / "a.csv", ", ",
-                             dir / "b.csv",
+                absl::StrCat("TextLines(", dir / "a.csv", ", ", dir / "b.csv",
                              ").Filter().Map(CsvRows).Batch(8",
                              drop ? ", drop_remainder" : "", ")"));
       EXPECT_EQ(ElementSpecString(*fused.spec()),
@@ -605,10 +643,10 @@ CO_TEST(Pipeline, BatchOverCsvRowsFromASocketGivesTheUnfusedBatches) {
                              asio::use_awaitable);
   pair.writer->shutdown(tcp::socket::shutdown_send);
   // Small reads: lines and batches straddle them.
-  Dataset fused = CsvRows(ReadLines(pair.reader, {.name = "peer",
-                                                  .read_bytes = 7}),
-                          {.num_columns = 3})
-                      .Batch(4);
+  Dataset fused =
+      CsvRows(ReadLines(pair.reader, {.name = "peer", .read_bytes = 7}),
+              {.num_columns = 3})
+          .Batch(4);
   Drained got = co_await Drain(fused, Context());
   EXPECT_TRUE(got.end.ok()) << got.end;
   Drained want = co_await Drain(
@@ -618,10 +656,10 @@ CO_TEST(Pipeline, BatchOverCsvRowsFromASocketGivesTheUnfusedBatches) {
 
 CO_TEST(Pipeline, CancellingABatchOverCsvRowsCancelsTheSocketRead) {
   SocketPair pair = co_await Connect();  // the writer never writes
-  auto it = CsvRows(ReadLines(pair.reader, {.name = "quiet"}),
-                    {.num_columns = 3})
-                .Batch(4)
-                .MakeIterator(Context());
+  auto it =
+      CsvRows(ReadLines(pair.reader, {.name = "quiet"}), {.num_columns = 3})
+          .Batch(4)
+          .MakeIterator(Context());
   CO_ASSERT_TRUE(it.ok());
   asio::cancellation_signal cancel;
   auto executor = co_await asio::this_coro::executor;

@@ -19,11 +19,13 @@ using Node = std::shared_ptr<const DatasetNode>;
 // stacks them (CsvRows parses rows straight into the batch's tensors), as
 // tf.data fuses a map and a batch: Batch(n, drop_remainder) over it is
 // FusedBatch(n, drop_remainder), which must yield exactly the batches,
-// errors and positions (Skip) that Batch would.
+// errors and positions (Skip) that Batch would. `self` is this node as the
+// unfused Batch would hold it.
 class BatchFusable {
  public:
   virtual ~BatchFusable() = default;
-  virtual Node FusedBatch(int64_t batch_size, bool drop_remainder) const = 0;
+  virtual Node FusedBatch(const Node& self, int64_t batch_size,
+                          bool drop_remainder) const = 0;
 };
 
 // pipeline/memory_sources.cc
