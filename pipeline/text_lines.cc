@@ -100,23 +100,26 @@ class TextLinesIterator : public ElementIterator, public LineSource {
       const std::string path = (*files_)[next_file_++];
       LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
                                     .max_line_bytes = options_.max_line_bytes};
-      using Opened = absl::StatusOr<std::shared_ptr<LineFileReader>>;
+      using Opened = absl::StatusOr<std::shared_ptr<ChunkReadAhead>>;
+      // Opens the file and starts its reads, in one task on the pool.
       // Named first: a capturing lambda temporary inside co_await is
       // freed too early by g++ 12 (docs/async_pitfalls.md, item 4).
-      auto open = [path, options]() -> Opened {
+      auto open = [path, options, pool = pool_]() -> Opened {
         auto reader = LineFileReader::Open(path, options);
         if (!reader.ok()) return reader.status();
-        return std::shared_ptr<LineFileReader>(*std::move(reader));
+        auto ahead = std::make_shared<ChunkReadAhead>(
+            std::shared_ptr<LineFileReader>(*std::move(reader)), pool,
+            kChunksReadAhead);
+        ahead->Start();
+        return ahead;
       };
       std::string what = absl::StrCat("reading '", path, "' was cancelled");
       Opened opened = co_await AsyncOnPool<Opened>(
           pool_, std::move(open), std::move(what), asio::use_awaitable);
       if (!opened.ok()) co_return Fail(opened.status());
-      reader_ = *std::move(opened);
+      ahead_ = *std::move(opened);
+      reader_ = ahead_->reader();
       source_ = std::make_shared<const std::string>(path);
-      ahead_ =
-          std::make_shared<ChunkReadAhead>(reader_, pool_, kChunksReadAhead);
-      ahead_->Start();
       co_return absl::OkStatus();
     }
     std::optional<absl::Status> taken = ahead_->TryTake(chunk_);

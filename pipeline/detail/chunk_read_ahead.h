@@ -49,6 +49,7 @@ class ChunkReadAhead : public std::enable_shared_from_this<ChunkReadAhead> {
 
   // Starts the first read.
   void Start();
+  const std::shared_ptr<LineFileReader>& reader() const { return reader_; }
 
   // When the next chunk is read: its read's status and, if OK, the chunk
   // in `buffer` (empty at the end of the file); the buffer passed in is
