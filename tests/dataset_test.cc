@@ -12,8 +12,10 @@
 #include <algorithm>
 #include <boost/asio/experimental/concurrent_channel.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -169,6 +171,56 @@ TEST(CsvReader, EmptyFieldsAndNonFiniteValuesAreNotNumbers) {
   WriteFile(path, "1,2,3x\n");
   EXPECT_EQ(ReadCsvFile(path).status().message(),
             absl::StrCat(path, ":1: column 3: '3x' is not a number"));
+}
+
+// Whatever path a field takes (small integers are read without
+// from_chars), its value is std::from_chars's, bit for bit (-0 included),
+// and what from_chars rejects stays rejected.
+TEST(CsvReader, EveryFieldReadsAsFromCharsReadsIt) {
+  const std::vector<std::string> numbers = {"0",
+                                            "-0",
+                                            "7",
+                                            "007",
+                                            "-42",
+                                            "123456789012345",
+                                            "-123456789012345",
+                                            "1234567890123456",
+                                            "98765432109876543210",
+                                            "1.5",
+                                            "1.",
+                                            ".5",
+                                            "-0.0",
+                                            "1e3",
+                                            "-2.25e-1",
+                                            "16",
+                                            " 3 ",
+                                            "\t12\t",
+                                            "+4",
+                                            "+-1"};
+  for (const std::string& field : numbers) {
+    std::vector<double> values;
+    absl::Status s = ParseCsvFields(field, 1, ',', values);
+    ASSERT_TRUE(s.ok()) << "'" << field << "': " << s;
+    ASSERT_EQ(values.size(), 1u);
+    std::string text = field;
+    text.erase(0, text.find_first_not_of(" \t"));
+    text.erase(text.find_last_not_of(" \t") + 1);
+    if (text[0] == '+') text.erase(0, 1);
+    double want = 0;
+    std::from_chars(text.data(), text.data() + text.size(), want);
+    EXPECT_EQ(std::memcmp(&values[0], &want, sizeof(double)), 0)
+        << "'" << field << "' read as " << values[0] << ", from_chars " << want;
+  }
+  for (const char* field : {"1x", "0x10", "1-", "--1", "-", "1 2"}) {
+    std::vector<double> values;
+    absl::Status s = ParseCsvFields(field, 1, ',', values);
+    EXPECT_TRUE(absl::IsInvalidArgument(s)) << "'" << field << "': " << s;
+    EXPECT_NE(s.message().find("is not a number"), std::string::npos) << s;
+  }
+  // Rows of several fields mix both paths.
+  std::vector<double> row;
+  ASSERT_TRUE(ParseCsvFields("3,-0.5,12,1e2", 4, ',', row).ok());
+  EXPECT_EQ(row, (std::vector<double>{3, -0.5, 12, 100}));
 }
 
 TEST(CsvReader, EmptyFileIsInvalidArgument) {
