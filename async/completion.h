@@ -11,6 +11,7 @@
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <optional>
 #include <utility>
 
 #include "absl/functional/any_invocable.h"
@@ -24,23 +25,35 @@ absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
   auto work =
       boost::asio::prefer(boost::asio::get_associated_executor(handler),
                           boost::asio::execution::outstanding_work.tracked);
-  return [handler = std::move(handler), work = std::move(work),
+  return [handler = std::optional<Handler>(std::move(handler)),
+          work = std::optional<decltype(work)>(std::move(work)),
           convert = std::move(convert)](From from) mutable {
-    // Post through an untracked copy: once the handler is queued, the
-    // handler's thread may run it and tear its context down, so this thread
-    // must not touch the context again (destroying a tracked copy would).
-    // The tracked `work` travels with the handler and dies on its thread.
-    auto executor = boost::asio::prefer(
-        work, boost::asio::execution::outstanding_work.untracked);
-    // Convert before posting: the handler's own result is usually smaller.
-    boost::asio::post(
-        std::move(executor),
-        [handler = std::move(handler), work = std::move(work),
-         result = convert(std::move(from))]() mutable {
-          auto slot = boost::asio::get_associated_cancellation_slot(handler);
-          if (slot.is_connected()) slot.clear();
-          std::move(handler)(std::move(result));
-        });
+    // Once the handler is queued, its thread may run it and, its context
+    // out of work, tear the context down -- while this thread still holds
+    // copies of the executor: the one it posts through, asio::post's own
+    // temporaries, and what a moved-from handler keeps (an
+    // executor_binder's move copies its executor). Destroying the last
+    // copy of a strand touches the context's strand service, so
+    // `keep_context`, a tracked copy, stays until every other copy here is
+    // gone: the context keeps work, hence lives, until then. It is
+    // destroyed last, as an executor_work_guard is released, from any
+    // thread. `work` travels with the handler.
+    [[maybe_unused]] auto keep_context = *work;
+    {
+      auto executor = boost::asio::prefer(
+          *work, boost::asio::execution::outstanding_work.untracked);
+      // Convert before posting: the handler's own result is usually
+      // smaller.
+      boost::asio::post(
+          executor, [handler = std::move(*handler), work = std::move(*work),
+                     result = convert(std::move(from))]() mutable {
+            auto slot = boost::asio::get_associated_cancellation_slot(handler);
+            if (slot.is_connected()) slot.clear();
+            std::move(handler)(std::move(result));
+          });
+      handler.reset();
+      work.reset();
+    }
   };
 }
 
