@@ -88,9 +88,9 @@ struct CsvDatasetOptions {
   bool drop_remainder = false;
   // Passes over the rows; -1 = forever.
   int64_t num_epochs = 1;
-  // Capacity, in batches, of the prefetch channel between the producer and
-  // IteratorGetNext (>= 1).
-  int64_t prefetch_batches = 2;
+  // Capacity, in batches, of the prefetch buffer between the producer and
+  // IteratorGetNext (>= 1); IteratorGetNext's default buffer_size.
+  int64_t prefetch_batches = 8;
 };
 
 struct DatasetBatch {

@@ -22,7 +22,7 @@ namespace asio = boost::asio;
 struct GetNextConfig {
   Dataset dataset;
   ElementSpec spec;
-  int64_t buffer_size = 2;
+  int64_t buffer_size = 0;
   // The "<op>/position" variable and "IteratorGetNext '<op>'" for
   // messages; set once, while the graph is built (not per step).
   Node* position = nullptr;

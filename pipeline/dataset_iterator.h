@@ -84,13 +84,16 @@ inline constexpr char kIteratorGetNextOp[] = "IteratorGetNext";
 
 // Adds an IteratorGetNext op reading `dataset` (stateful: never merged or
 // cached) with a prefetch buffer of `buffer_size` >= 1 elements; returns
-// its outputs, one per component. Throws StatusError as every builder when
+// its outputs, one per component. The default, 8, has the producer woken
+// once every 4 steps (at half the buffer) rather than at every step, a
+// wake-up being a step's dearest input cost (BM_Train_FromPipeline in the
+// README); pass less for very large elements. Throws StatusError as every builder when
 // the graph is finalized, the dataset is not ok() (its status), its spec is
 // unknown (a Map without MapOptions::output_spec) or has a string
 // component, or buffer_size < 1.
 std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
                                     std::string name = "",
-                                    int64_t buffer_size = 2);
+                                    int64_t buffer_size = 8);
 
 // The dataset an IteratorGetNext op reads, from any of its outputs;
 // InvalidArgument when `get_next` is not an output of such an op.
