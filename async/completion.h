@@ -33,26 +33,26 @@ absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
     // copies of the executor: the one it posts through, asio::post's own
     // temporaries, and what a moved-from handler keeps (an
     // executor_binder's move copies its executor). Destroying the last
-    // copy of a strand touches the context's strand service, so
-    // `keep_context`, a tracked copy, stays until every other copy here is
-    // gone: the context keeps work, hence lives, until then. It is
-    // destroyed last, as an executor_work_guard is released, from any
-    // thread. `work` travels with the handler.
-    [[maybe_unused]] auto keep_context = *work;
+    // copy of a strand touches the context's strand service. So the
+    // tracked `work` stays on this thread until every other copy here is
+    // gone -- the context keeps work, hence lives, until then -- and is
+    // released last, as an executor_work_guard is, from any thread. The
+    // queued handler is itself outstanding work of its context.
+    auto keep_context = *std::move(work);
+    work.reset();
     {
       auto executor = boost::asio::prefer(
-          *work, boost::asio::execution::outstanding_work.untracked);
+          keep_context, boost::asio::execution::outstanding_work.untracked);
       // Convert before posting: the handler's own result is usually
       // smaller.
       boost::asio::post(
-          executor, [handler = std::move(*handler), work = std::move(*work),
+          executor, [handler = *std::move(handler),
                      result = convert(std::move(from))]() mutable {
             auto slot = boost::asio::get_associated_cancellation_slot(handler);
             if (slot.is_connected()) slot.clear();
             std::move(handler)(std::move(result));
           });
       handler.reset();
-      work.reset();
     }
   };
 }
