@@ -87,9 +87,9 @@ inline constexpr char kIteratorGetNextOp[] = "IteratorGetNext";
 // its outputs, one per component. The default, 8, has the producer woken
 // once every 4 steps (at half the buffer) rather than at every step, a
 // wake-up being a step's dearest input cost (BM_Train_FromPipeline in the
-// README); pass less for very large elements. Throws StatusError as every builder when
-// the graph is finalized, the dataset is not ok() (its status), its spec is
-// unknown (a Map without MapOptions::output_spec) or has a string
+// README); pass less for very large elements. Throws StatusError as every
+// builder when the graph is finalized, the dataset is not ok() (its status),
+// its spec is unknown (a Map without MapOptions::output_spec) or has a string
 // component, or buffer_size < 1.
 std::vector<Output> IteratorGetNext(Graph& g, const Dataset& dataset,
                                     std::string name = "",
