@@ -259,19 +259,14 @@ absl::StatusOr<DatasetBatch> LoadTestBatch(const std::string& file,
   COSESSION_ASSIGN_OR_RETURN(auto everything, CsvDataset::Create(all));
   COSESSION_ASSIGN_OR_RETURN(auto rows, everything->Load());
   CsvDatasetOptions test = all;
-  if (all_rows) {
-    test.batch_size = rows->size();
-  } else {
+  if (!all_rows) {
     COSESSION_ASSIGN_OR_RETURN(
         RowSplit split, SeededRowSplit(rows->size(), 1.0 - f.test_fraction,
                                        static_cast<uint64_t>(f.seed)));
-    test.batch_size = static_cast<int64_t>(split.second.size());
     test.keep_rows = std::move(split.second);
   }
   COSESSION_ASSIGN_OR_RETURN(auto test_dataset, CsvDataset::Create(test));
-  COSESSION_ASSIGN_OR_RETURN(auto test_rows, test_dataset->Load());
-  DatasetStream stream(test_dataset, test_rows, 0);
-  return stream.Next();
+  return test_dataset->LoadBatch();
 }
 
 absl::StatusOr<Data> LoadData(const Flags& f) {
@@ -312,12 +307,9 @@ absl::StatusOr<Data> LoadData(const Flags& f) {
   data.train = CsvBatches(std::move(train_dataset));
 
   CsvDatasetOptions test = all;
-  test.batch_size = static_cast<int64_t>(split.second.size());
   test.keep_rows = std::move(split.second);
   COSESSION_ASSIGN_OR_RETURN(auto test_dataset, CsvDataset::Create(test));
-  COSESSION_ASSIGN_OR_RETURN(auto test_rows, test_dataset->Load());
-  DatasetStream stream(test_dataset, test_rows, 0);
-  COSESSION_ASSIGN_OR_RETURN(data.test, stream.Next());
+  COSESSION_ASSIGN_OR_RETURN(data.test, test_dataset->LoadBatch());
   return data;
 }
 

@@ -4,14 +4,14 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cmath>
 #include <limits>
-#include <random>
+#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cosession/io/csv_reader.h"
 #include "cosession/pipeline/detail/on_pool.h"
-#include "cosession/pipeline/seeded_random.h"
 
 namespace cosession {
 namespace {
@@ -20,9 +20,6 @@ absl::Status OptionError(absl::string_view option, absl::string_view problem) {
   return absl::InvalidArgumentError(
       absl::StrCat("CsvDataset: ", option, " ", problem));
 }
-
-// The salt of the epochs' streams (SeededRowSplit has its own).
-constexpr uint64_t kEpochSalt = 1;
 
 }  // namespace
 
@@ -161,172 +158,176 @@ absl::StatusOr<std::shared_ptr<const DatasetRows>> CsvDataset::Load() const {
   return std::shared_ptr<const DatasetRows>(std::move(rows));
 }
 
-int64_t CsvDataset::BatchesPerEpoch(int64_t num_rows) const {
-  const int64_t b = options_.batch_size;
-  return options_.drop_remainder ? num_rows / b : (num_rows + b - 1) / b;
-}
-
-std::vector<int64_t> EpochOrder(int64_t n, std::optional<uint64_t> seed,
-                                int64_t epoch) {
-  if (!seed.has_value()) {
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    return order;
-  }
-  return SeededPermutation(n, *seed, kEpochSalt + static_cast<uint64_t>(epoch));
-}
-
-DatasetStream::DatasetStream(std::shared_ptr<const CsvDataset> dataset,
-                             std::shared_ptr<const DatasetRows> rows,
-                             int64_t start_at_batch)
-    : dataset_(std::move(dataset)),
-      rows_(std::move(rows)),
-      next_batch_(std::max<int64_t>(start_at_batch, 0)),
-      batches_per_epoch_(dataset_->BatchesPerEpoch(rows_->size())) {}
-
-absl::StatusOr<DatasetBatch> DatasetStream::Next() {
-  const CsvDatasetOptions& options = dataset_->options();
-  const int64_t per_epoch = batches_per_epoch_;
-  if (per_epoch == 0 || (options.num_epochs != -1 &&
-                         next_batch_ / per_epoch >= options.num_epochs)) {
-    return absl::OutOfRangeError("End of sequence");
-  }
-  const int64_t epoch = next_batch_ / per_epoch;
-  const int64_t in_epoch = next_batch_ % per_epoch;
-  if (epoch != order_epoch_) {
-    order_ = EpochOrder(rows_->size(), options.shuffle_seed, epoch);
-    order_epoch_ = epoch;
-  }
-  const int64_t begin = in_epoch * options.batch_size;
-  const int64_t end = std::min(begin + options.batch_size, rows_->size());
-  const int64_t b = end - begin;
-  const int64_t f = rows_->num_features;
+absl::StatusOr<DatasetBatch> CsvDataset::LoadBatch() const {
+  absl::StatusOr<std::shared_ptr<const DatasetRows>> rows = Load();
+  if (!rows.ok()) return rows.status();
+  const DatasetRows& loaded = **rows;
+  const int64_t b = loaded.size();
+  const int64_t f = loaded.num_features;
   DatasetBatch batch;
   batch.features = Tensor::Allocate(DType::kFloat, TensorShape{b, f});
-  batch.labels = Tensor::Allocate(options.label_dtype, TensorShape{b});
-  absl::Span<float> features = batch.features.mutable_flat<float>();
+  batch.labels = Tensor::Allocate(options_.label_dtype, TensorShape{b});
+  std::copy(loaded.features.begin(), loaded.features.end(),
+            batch.features.mutable_flat<float>().begin());
   for (int64_t i = 0; i < b; ++i) {
-    const int64_t row = order_[begin + i];
-    std::copy_n(rows_->features.begin() + row * f, f, features.begin() + i * f);
-    if (options.label_dtype == DType::kInt32) {
+    if (options_.label_dtype == DType::kInt32) {
       batch.labels.mutable_flat<int32_t>()[i] =
-          static_cast<int32_t>(rows_->labels[row]);
+          static_cast<int32_t>(loaded.labels[i]);
     } else {
-      batch.labels.mutable_flat<int64_t>()[i] = rows_->labels[row];
+      batch.labels.mutable_flat<int64_t>()[i] = loaded.labels[i];
     }
   }
-  ++next_batch_;
   return batch;
 }
 
 namespace {
 
-// CsvBatches' stage: the stream of DatasetStream as elements.
-class CsvBatchesIterator : public ElementIterator {
+// The kept rows of one CsvDatasetRows chain, loaded by the first iterator
+// that needs them and shared by every later one: a Repeat makes a new
+// iterator per pass, and the files are read once, not once per epoch.
+class LoadedRowsCache {
  public:
-  CsvBatchesIterator(std::shared_ptr<const CsvDataset> dataset,
-                     Runtime::executor_type pool)
-      : dataset_(std::move(dataset)), pool_(std::move(pool)) {}
+  std::shared_ptr<const DatasetRows> Get() const {
+    std::lock_guard lock(mu_);
+    return rows_;
+  }
+  // Keeps the first rows put (two iterators may load at once; both loads
+  // read the same files).
+  void Put(std::shared_ptr<const DatasetRows> rows) {
+    std::lock_guard lock(mu_);
+    if (rows_ == nullptr) rows_ = std::move(rows);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const DatasetRows> rows_ ABSL_GUARDED_BY(mu_);
+};
+
+// CsvDatasetRows' stage: row i of the loaded rows as element i.
+class CsvDatasetRowsIterator : public ElementIterator {
+ public:
+  CsvDatasetRowsIterator(std::shared_ptr<const CsvDataset> dataset,
+                         std::shared_ptr<LoadedRowsCache> cache,
+                         Runtime::executor_type pool)
+      : dataset_(std::move(dataset)),
+        cache_(std::move(cache)),
+        pool_(std::move(pool)),
+        rows_(cache_->Get()) {}
 
   std::optional<Result> TryNext() override {
-    if (!stream_.has_value()) return std::nullopt;
-    return NextBatch();
+    if (rows_ == nullptr) return std::nullopt;
+    return NextRow();
   }
-
   boost::asio::awaitable<Result> Next() override {
-    if (!stream_.has_value()) {
+    if (rows_ == nullptr) {
       absl::Status loaded = co_await Load();
       if (!loaded.ok()) co_return loaded;
     }
-    co_return NextBatch();
+    co_return NextRow();
   }
-
   boost::asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
-    if (!stream_.has_value()) {
+    if (rows_ == nullptr) {
       absl::Status loaded = co_await Load();
       if (!loaded.ok()) co_return loaded;
     }
-    const int64_t per_epoch = dataset_->BatchesPerEpoch(rows_->size());
-    const int64_t epochs = dataset_->options().num_epochs;
-    const int64_t next = stream_->next_batch();
-    int64_t skipped = n;
-    if (epochs != -1) {
-      skipped = std::clamp<int64_t>(per_epoch * epochs - next, 0, n);
-    } else if (per_epoch == 0) {
-      skipped = 0;
-    }
-    stream_.emplace(dataset_, rows_, next + skipped);
+    const int64_t skipped = std::min(n, rows_->size() - next_row_);
+    next_row_ += skipped;
     co_return skipped;
   }
 
  private:
   boost::asio::awaitable<absl::Status> Load() {
-    if (!load_status_.ok()) co_return load_status_;
     using LoadResult = absl::StatusOr<std::shared_ptr<const DatasetRows>>;
     // Named first: a capturing lambda temporary inside co_await is freed
     // too early by g++ 12 (docs/async_pitfalls.md, item 4).
     auto load = [dataset = dataset_] { return dataset->Load(); };
     LoadResult rows = co_await detail::AsyncOnPool<LoadResult>(
-        pool_, std::move(load), "CsvBatches: reading the files was cancelled",
+        pool_, std::move(load),
+        "CsvDatasetRows: reading the files was cancelled",
         boost::asio::use_awaitable);
-    if (!rows.ok()) {
-      if (!absl::IsCancelled(rows.status())) load_status_ = rows.status();
-      co_return rows.status();
-    }
-    rows_ = *std::move(rows);
-    stream_.emplace(dataset_, rows_, 0);
+    if (!rows.ok()) co_return rows.status();
+    cache_->Put(*std::move(rows));
+    rows_ = cache_->Get();
     co_return absl::OkStatus();
   }
 
-  Result NextBatch() {
-    absl::StatusOr<DatasetBatch> batch = stream_->Next();
-    if (absl::IsOutOfRange(batch.status())) return std::optional<Element>();
-    if (!batch.ok()) return batch.status();
+  Result NextRow() {
+    if (next_row_ >= rows_->size()) return std::optional<Element>();
+    const int64_t f = rows_->num_features;
+    Tensor features = Tensor::Allocate(DType::kFloat, TensorShape{f});
+    std::copy_n(rows_->features.begin() + next_row_ * f, f,
+                features.mutable_flat<float>().begin());
+    const int64_t label = rows_->labels[next_row_];
+    ++next_row_;
     return std::optional<Element>(
-        MakeElement({std::move(batch->features), std::move(batch->labels)}));
+        MakeElement({std::move(features),
+                     dataset_->options().label_dtype == DType::kInt32
+                         ? Tensor::Scalar<int32_t>(static_cast<int32_t>(label))
+                         : Tensor::Scalar<int64_t>(label)}));
   }
 
   std::shared_ptr<const CsvDataset> dataset_;
+  std::shared_ptr<LoadedRowsCache> cache_;
   Runtime::executor_type pool_;
-  absl::Status load_status_;
   std::shared_ptr<const DatasetRows> rows_;
-  std::optional<DatasetStream> stream_;
+  int64_t next_row_ = 0;
 };
 
-class CsvBatchesNode : public DatasetNode {
+class CsvDatasetRowsNode : public DatasetNode {
  public:
-  explicit CsvBatchesNode(std::shared_ptr<const CsvDataset> dataset)
+  explicit CsvDatasetRowsNode(std::shared_ptr<const CsvDataset> dataset)
       : dataset_(std::move(dataset)) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
-    return std::make_unique<CsvBatchesIterator>(dataset_, context.pool);
+    return std::make_unique<CsvDatasetRowsIterator>(dataset_, cache_,
+                                                    context.pool);
   }
   std::optional<ElementSpec> spec() const override {
     return ElementSpec{
-        ComponentSpec::Of(DType::kFloat,
-                          TensorShape{kUnknownDim, dataset_->num_features()}),
-        ComponentSpec::Of(dataset_->options().label_dtype,
-                          TensorShape{kUnknownDim})};
+        ComponentSpec::Of(DType::kFloat, TensorShape{dataset_->num_features()}),
+        ComponentSpec::Scalar(dataset_->options().label_dtype)};
   }
   bool deterministic() const override { return true; }
   std::string DebugString() const override {
-    return absl::StrCat("CsvBatches(",
+    return absl::StrCat("CsvDatasetRows(",
                         absl::StrJoin(dataset_->options().files, ", "), ")");
   }
 
  private:
   std::shared_ptr<const CsvDataset> dataset_;
+  std::shared_ptr<LoadedRowsCache> cache_ = std::make_shared<LoadedRowsCache>();
 };
 
+// A shuffle buffer that holds every row: the rows are in memory already,
+// so each epoch is a full uniform permutation, not a windowed one.
+constexpr int64_t kEveryRow = std::numeric_limits<int64_t>::max();
+
 }  // namespace
+
+Dataset CsvDatasetRows(std::shared_ptr<const CsvDataset> dataset) {
+  if (dataset == nullptr) {
+    return Dataset::Failed(
+        absl::InvalidArgumentError("CsvDatasetRows: the dataset is null"));
+  }
+  return Dataset::FromNode(
+      std::make_shared<CsvDatasetRowsNode>(std::move(dataset)));
+}
 
 Dataset CsvBatches(std::shared_ptr<const CsvDataset> dataset) {
   if (dataset == nullptr) {
     return Dataset::Failed(
         absl::InvalidArgumentError("CsvBatches: the dataset is null"));
   }
-  return Dataset::FromNode(
-      std::make_shared<CsvBatchesNode>(std::move(dataset)));
+  const CsvDatasetOptions& options = dataset->options();
+  Dataset rows = CsvDatasetRows(dataset);
+  if (options.shuffle_seed.has_value()) {
+    const int64_t buffer = options.keep_rows.has_value()
+                               ? std::max<int64_t>(options.keep_rows->size(), 1)
+                               : kEveryRow;
+    rows = rows.Shuffle(buffer, *options.shuffle_seed);
+  }
+  return rows.Batch(options.batch_size, options.drop_remainder)
+      .Repeat(options.num_epochs);
 }
 
 }  // namespace cosession

@@ -1,10 +1,11 @@
-// CsvDataset: a deterministic stream of batches read from CSV files (plain
-// or gzip) -- the data side of an input pipeline, as TensorFlow's
-//   tf.data.experimental.CsvDataset(files).filter(rows).shuffle(seed)
-//       .batch(batch_size, drop_remainder).repeat(num_epochs)
-// The asynchronous side: CsvBatches below makes it a source of the stage
-// pipeline (pipeline/dataset.h), which the IteratorGetNext op reads
-// (pipeline/dataset_iterator.h).
+// CsvDataset: batches read from CSV files (plain or gzip), composed of the
+// pipeline's stages (pipeline/dataset.h) -- TensorFlow's
+//   tf.data.experimental.CsvDataset(files).filter(rows)
+//       .shuffle(every_row, seed).batch(batch_size, drop_remainder)
+//       .repeat(num_epochs)
+// What it adds to the stages is the loading: the files read once, every
+// row checked before training starts (a held-out row too), and a kept
+// subset of rows by index (a seeded train/eval split).
 //
 //   auto dataset = CsvDataset::Create({.files = {"digits.csv.gz"},
 //                                      .num_columns = 65,
@@ -12,25 +13,29 @@
 //                                      .shuffle_seed = 42,
 //                                      .batch_size = 32,
 //                                      .num_epochs = 10});
+//   Dataset batches = CsvBatches(*dataset);  // into IteratorGetNext
 //
-// The stream, by batch index b = 0, 1, ...:
+// The stream:
 //   * Rows: every file's rows in order (rows of file 2 after those of file
 //     1), numbered from 0 across files; with keep_rows, only those rows, in
-//     that file order (keep_rows is a set).
-//   * Epoch e is one pass over the kept rows in EpochOrder(n, seed, e): the
-//     file order without a seed, else a uniform permutation that depends
-//     only on (seed, e) -- a full shuffle (the rows are in memory, so no
-//     shuffle buffer is needed), different each epoch, the same in every run
-//     and on every platform (own Fisher-Yates over std::mt19937_64).
-//   * Each epoch is cut into batches of batch_size rows; its last batch is
-//     smaller (or dropped, with drop_remainder). Batches never span epochs,
-//     so batch b is batch b % P of epoch b / P (P = BatchesPerEpoch()).
-//   * After num_epochs epochs (-1: never) the stream ends: OutOfRange.
-// Hence starting at batch b yields exactly the tail, from b on, of the
-// stream an uninterrupted run produces: resuming after a restart is exact.
+//     that file order (keep_rows is a set). CsvDatasetRows yields them, one
+//     element (features, label) per row; the rows are loaded on the pool
+//     when the first element is asked for, once per CsvDatasetRows chain.
+//   * CsvBatches = CsvDatasetRows(d).Shuffle(every row, shuffle_seed) (when
+//     seeded).Batch(batch_size, drop_remainder).Repeat(num_epochs): each
+//     epoch is a uniform permutation of the kept rows (a shuffle buffer that
+//     holds all of them), different each epoch, the same in every run;
+//     batches never span epochs (an epoch's last batch is smaller, or
+//     dropped with drop_remainder); after num_epochs epochs (-1: never) the
+//     stream ends.
+// The chain is deterministic, so resuming is exact as for every
+// deterministic Dataset: Skip(n) on a new iterator continues with what an
+// uninterrupted run yields after n batches (Repeat skips whole epochs
+// without replaying them once it has counted one).
 //
-// A batch: features, float [B, F] (F = num_columns - 1, in column order
-// without the label); labels, int32 or int64 [B].
+// An element of CsvDatasetRows: features, float [F] (F = num_columns - 1,
+// in column order without the label); label, an int32 or int64 scalar. A
+// batch: features [B, F], labels [B].
 //
 // Errors: Create returns InvalidArgument naming the bad option. Load (run
 // on a pool thread by the pipeline) returns the reader's errors (see
@@ -38,11 +43,11 @@
 // line), InvalidArgument "<file>:<line>: column K: label '3.5' is not an
 // integer" (or out of the label dtype's range), "<file>:<line>: column K:
 // label 15 is out of range [0, 10) (num_classes)", and InvalidArgument when a
-// keep_rows index is past the last row.
+// keep_rows index is past the last row. A pipeline over the dataset ends
+// with the same error.
 //
 // Thread safety: a CsvDataset is immutable and may be shared by any number
-// of threads and iterators. Load is blocking file I/O. A DatasetStream is a
-// plain single-threaded cursor.
+// of threads and iterators. Load and LoadBatch are blocking file I/O.
 #ifndef COSESSION_PIPELINE_CSV_DATASET_H_
 #define COSESSION_PIPELINE_CSV_DATASET_H_
 
@@ -98,7 +103,7 @@ struct DatasetBatch {
   Tensor labels{};    // label_dtype [B]
 };
 
-// The kept rows, decoded: what a stream batches.
+// The kept rows, decoded.
 struct DatasetRows {
   int64_t num_features = 0;
   std::vector<float> features{};  // row-major, size() * num_features
@@ -117,9 +122,9 @@ class CsvDataset {
   // Reads every file and keeps the chosen rows. Blocking I/O.
   absl::StatusOr<std::shared_ptr<const DatasetRows>> Load() const;
 
-  // Batches in one epoch of `num_rows` rows (0 when drop_remainder drops
-  // them all: the stream is then empty).
-  int64_t BatchesPerEpoch(int64_t num_rows) const;
+  // Load, then every kept row, in file order, as one batch (an evaluation
+  // set); batch_size, shuffle_seed and num_epochs play no part.
+  absl::StatusOr<DatasetBatch> LoadBatch() const;
 
  private:
   explicit CsvDataset(CsvDatasetOptions options)
@@ -127,41 +132,16 @@ class CsvDataset {
   CsvDatasetOptions options_;
 };
 
-// The order in which epoch `epoch` visits rows 0..n-1: identity without a
-// seed, else a permutation that depends only on (seed, epoch).
-std::vector<int64_t> EpochOrder(int64_t n, std::optional<uint64_t> seed,
-                                int64_t epoch);
+// The kept rows as a pipeline source, one element (features, label) per
+// row in file order; loaded on the pool at the first Next or Skip, once
+// for every iterator of this Dataset (each Repeat pass included). Skip
+// moves past rows without building them.
+Dataset CsvDatasetRows(std::shared_ptr<const CsvDataset> dataset);
 
-// The batches of a dataset over loaded rows, from batch `start_at_batch` on
-// (see the file comment). Single-threaded.
-class DatasetStream {
- public:
-  // `start_at_batch` >= 0; past the end the stream is just empty.
-  DatasetStream(std::shared_ptr<const CsvDataset> dataset,
-                std::shared_ptr<const DatasetRows> rows,
-                int64_t start_at_batch);
-
-  // The next batch; OutOfRange ("End of sequence") after the last one, and
-  // on every later call.
-  absl::StatusOr<DatasetBatch> Next();
-  // The index of the batch Next() returns.
-  int64_t next_batch() const { return next_batch_; }
-
- private:
-  std::shared_ptr<const CsvDataset> dataset_;
-  std::shared_ptr<const DatasetRows> rows_;
-  int64_t next_batch_;
-  int64_t batches_per_epoch_;
-  int64_t order_epoch_ = -1;  // the epoch `order_` belongs to
-  std::vector<int64_t> order_;
-};
-
-// The dataset's batches as a pipeline source (pipeline/dataset.h): elements
-// (features, labels), the stream above from its batch 0; the rows are
-// loaded on the pool when the first element is asked for. Skip(n) jumps
-// to batch n without building the batches before it. A thin adapter, so
-// that CsvDataset feeds the one IteratorGetNext op and composes with the
-// other stages (e.g. .Prefetch, .Take).
+// The dataset's batches (see the file comment): CsvDatasetRows composed
+// with Shuffle, Batch and Repeat as its options say. What
+// DatasetIteratorGetNext feeds the IteratorGetNext op
+// (pipeline/dataset_iterator.h).
 Dataset CsvBatches(std::shared_ptr<const CsvDataset> dataset);
 
 }  // namespace cosession

@@ -45,7 +45,8 @@
 // with the elements an uninterrupted run would have produced, shuffle
 // buffers included. Stages skip without computing where they can (Range,
 // slices and lines skip without building elements, Map without calling its
-// function, Batch by skipping its input); a Shuffle replays its input.
+// function, Batch by skipping its input, Repeat whole passes by counting
+// once it has seen one); a Shuffle replays its input.
 // pipeline/dataset_iterator.h keeps the position in a checkpointed
 // variable.
 #ifndef COSESSION_PIPELINE_DATASET_H_

@@ -56,7 +56,7 @@
 // iterator exactly after the last element the checkpointed run took.
 //
 // CsvDataset (pipeline/csv_dataset.h) feeds the same op: its batches are
-// the source CsvBatches, and DatasetIteratorGetNext is this op over it.
+// the chain CsvBatches, and DatasetIteratorGetNext is this op over it.
 //
 // Thread safety: the op's kernel may run in concurrent runs (each element
 // goes to exactly one of them). StartDatasetIterator is thread-safe. The

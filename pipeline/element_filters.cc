@@ -6,9 +6,14 @@
 //   Repeat   count passes, each over a new input iterator whose
 //            IteratorContext::iteration is this pass's (so a reshuffling
 //            Shuffle differs per pass); -1 forever, 0 nothing. An input that
-//            is empty ends a forever-Repeat instead of spinning.
+//            is empty ends a forever-Repeat instead of spinning. Skip over
+//            a deterministic input skips whole passes by counting once one
+//            pass has been seen to its end (every pass of a deterministic
+//            input has the same length; only a reshuffle's order differs),
+//            so resuming at element n costs at most two passes, not n.
 // All forward TryNext, so a chain of them runs without coroutine frames
 // when their input is ready.
+#include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 
@@ -237,6 +242,8 @@ class RepeatIterator : public ElementIterator {
     while (skipped < n) {
       if (!failure_.ok()) co_return failure_;
       if (current_ == nullptr) {
+        skipped += SkipWholePasses(n - skipped);
+        if (skipped == n) break;
         if (!StartPass()) break;
         if (!failure_.ok()) continue;
       }
@@ -270,7 +277,22 @@ class RepeatIterator : public ElementIterator {
     current_ = *std::move(iterator);
     return true;
   }
-  void EndPass() { current_ = nullptr; }
+  // At the end of a pass the input yielded to its end: its length.
+  void EndPass() {
+    current_ = nullptr;
+    if (input_deterministic_) pass_length_ = elements_in_pass_;
+  }
+  // Between passes: skips as many whole passes of up to `n` elements as
+  // fit, without iterating them, once a pass length is known; returns the
+  // elements skipped.
+  int64_t SkipWholePasses(int64_t n) {
+    if (pass_length_ <= 0) return 0;
+    int64_t passes = n / pass_length_;
+    if (count_ >= 0) passes = std::min(passes, count_ - pass_);
+    pass_ += passes;
+    elements_in_pass_ = pass_length_;  // the last pass skipped was not empty
+    return passes * pass_length_;
+  }
   // The result to return, or nullopt at the end of a pass.
   std::optional<Result> Pass(Result in) {
     if (!in.ok()) {
@@ -288,8 +310,10 @@ class RepeatIterator : public ElementIterator {
   Node input_;
   IteratorContext context_;
   int64_t count_;
+  bool input_deterministic_ = input_->deterministic();
   int64_t pass_ = 0;
   int64_t elements_in_pass_ = 0;
+  int64_t pass_length_ = -1;  // unknown
   std::unique_ptr<ElementIterator> current_;
   absl::Status failure_;
 };

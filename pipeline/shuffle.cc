@@ -7,6 +7,7 @@
 // the salt mixing in IteratorContext::iteration when
 // reshuffle_each_iteration: each Repeat pass shuffles differently, and every
 // run the same. An input error is returned at once (the buffer kept).
+#include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <random>
 #include <utility>
@@ -23,6 +24,7 @@ namespace asio = boost::asio;
 using Result = ElementIterator::Result;
 
 constexpr uint64_t kShuffleSalt = 0x5bff1e'0000'0001ULL;
+constexpr size_t kMaxReserve = 4096;
 
 class ShuffleIterator : public ElementIterator {
  public:
@@ -56,7 +58,11 @@ class ShuffleIterator : public ElementIterator {
       input_done_ = true;
       return;
     }
-    if (buffer_.capacity() == 0) buffer_.reserve(buffer_size_);
+    // Reserved up to a bound: a buffer_size meaning "the whole input" (as
+    // CsvBatches passes) grows with the input instead.
+    if (buffer_.capacity() == 0) {
+      buffer_.reserve(std::min(buffer_size_, kMaxReserve));
+    }
     buffer_.push_back(*std::move(element));
   }
   Result Draw() {

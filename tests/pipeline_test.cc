@@ -194,6 +194,39 @@ CO_TEST(Pipeline, RangeTakeSkipFilterRepeat) {
   EXPECT_TRUE(d.end.ok()) << d.end;
 }
 
+// Resuming a long run at element n must not replay n elements: once Repeat
+// has seen one pass of a deterministic input to its end, it skips whole
+// passes by counting. The predicate counts the input elements looked at.
+CO_TEST(Pipeline, RepeatSkipsWholePassesOfADeterministicInputByCounting) {
+  auto looked_at = std::make_shared<std::atomic<int64_t>>(0);
+  auto counting = [looked_at](const Element&) -> absl::StatusOr<bool> {
+    looked_at->fetch_add(1);
+    return true;
+  };
+  Dataset forever = Dataset::Range(10).Filter(counting).Repeat();
+  CO_ASSERT_TRUE(forever.deterministic());
+  auto it = forever.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(100'003);
+  CO_ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(*skipped, 100'003);
+  // The first pass (10) and 3 into the last one.
+  EXPECT_EQ(looked_at->load(), 13);
+  Drained next = co_await DrainIterator(**it, 8);
+  EXPECT_EQ(next.elements, Scalars({3, 4, 5, 6, 7, 8, 9, 0}));
+
+  // A bounded Repeat stops at its last pass.
+  auto bounded =
+      Dataset::Range(10).Filter(counting).Repeat(3).MakeIterator(Context());
+  CO_ASSERT_TRUE(bounded.ok());
+  skipped = co_await (*bounded)->Skip(1'000);
+  CO_ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(*skipped, 30);
+  Drained rest = co_await DrainIterator(**bounded);
+  EXPECT_TRUE(rest.elements.empty());
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
+}
+
 TEST(Pipeline, BadArgumentsNameTheStage) {
   Dataset bad = Dataset::Range(10).Batch(0);
   ASSERT_FALSE(bad.ok());

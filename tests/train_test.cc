@@ -60,15 +60,9 @@ Split DigitsSplit() {
 // The held-out rows as one batch.
 DatasetBatch TestBatch(const Split& split) {
   auto dataset = CsvDataset::Create(
-      {.files = {kDigits},
-       .num_columns = kColumns,
-       .keep_rows = split.test,
-       .batch_size = static_cast<int64_t>(split.test.size())});
+      {.files = {kDigits}, .num_columns = kColumns, .keep_rows = split.test});
   EXPECT_TRUE(dataset.ok()) << dataset.status();
-  auto rows = (*dataset)->Load();
-  EXPECT_TRUE(rows.ok()) << rows.status();
-  DatasetStream stream(*dataset, *rows, 0);
-  auto batch = stream.Next();
+  auto batch = (*dataset)->LoadBatch();
   EXPECT_TRUE(batch.ok()) << batch.status();
   return *batch;
 }
