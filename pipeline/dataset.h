@@ -223,6 +223,9 @@ class Dataset {
   Dataset PaddedBatch(int64_t batch_size,
                       PaddedBatchOptions options = {}) const;
   // count passes (a new input iterator each); -1 = forever; 0 = none.
+  // Skip over a deterministic input counts whole passes once it has seen
+  // one pass end: every pass of it has that length (a Map or Filter whose
+  // function keeps state of its own breaks this, as it breaks resuming).
   Dataset Repeat(int64_t count = -1) const;
   // The first count elements (-1 = all).
   Dataset Take(int64_t count) const;
