@@ -16,7 +16,8 @@
 // Batch over a stage that builds its own batches (detail::BatchFusable:
 // CsvRows) is that stage's fused batch, with the same results.
 // Skip(k) skips k * n input elements (Batch; PaddedBatch too), building
-// nothing.
+// nothing. Both take what their input has ready in one call
+// (ElementIterator::TryTakeInto), not one Result per element.
 #include <boost/asio/use_awaitable.hpp>
 #include <cstring>
 #include <utility>
@@ -41,16 +42,17 @@ class BatchingIterator : public ElementIterator {
         stage_(std::move(stage)) {}
 
   std::optional<Result> TryNext() override {
-    while (!input_done_ && pending_.size() < batch_size_) {
-      std::optional<Result> in = input_->TryNext();
-      if (!in.has_value()) return std::nullopt;
-      if (std::optional<Result> failed = Take(*std::move(in))) return failed;
+    if (!input_done_ && pending_.size() < batch_size_) {
+      if (std::optional<Result> failed = TakeReady()) return failed;
+      if (!input_done_ && pending_.size() < batch_size_) return std::nullopt;
     }
     return Emit();
   }
   asio::awaitable<Result> Next() override {
     while (!input_done_ && pending_.size() < batch_size_) {
-      if (std::optional<Result> failed = Take(co_await NextOf(*input_))) {
+      if (std::optional<Result> failed = TakeReady()) co_return *failed;
+      if (input_done_ || pending_.size() == batch_size_) break;
+      if (std::optional<Result> failed = Take(co_await input_->Next())) {
         co_return *std::move(failed);
       }
     }
@@ -75,6 +77,18 @@ class BatchingIterator : public ElementIterator {
   const std::string& stage() const { return stage_; }
 
  private:
+  // Takes what the input has ready, up to a batch; a result to return at
+  // once (an error).
+  std::optional<Result> TakeReady() {
+    if (pending_.capacity() == 0) pending_.reserve(batch_size_);
+    absl::StatusOr<Taken> taken = input_->TryTakeInto(pending_, batch_size_);
+    if (!taken.ok()) {
+      pending_.clear();
+      return Result(taken.status());
+    }
+    if (*taken == Taken::kEnd) input_done_ = true;
+    return std::nullopt;
+  }
   // Records an input result; a result to return at once (an error).
   std::optional<Result> Take(Result in) {
     if (!in.ok()) {

@@ -30,6 +30,18 @@ boost::asio::awaitable<ElementIterator::Result> NextOf(ElementIterator& it) {
   co_return co_await it.Next();
 }
 
+absl::StatusOr<ElementIterator::Taken> ElementIterator::TryTakeInto(
+    std::vector<Element>& out, size_t size) {
+  while (out.size() < size) {
+    std::optional<Result> next = TryNext();
+    if (!next.has_value()) return Taken::kMustAwait;
+    if (!next->ok()) return next->status();
+    if (!(*next)->has_value()) return Taken::kEnd;
+    out.push_back(**std::move(*next));
+  }
+  return Taken::kFull;
+}
+
 boost::asio::awaitable<absl::StatusOr<int64_t>> ElementIterator::Skip(
     int64_t n) {
   int64_t skipped = 0;

@@ -100,6 +100,21 @@ class ElementIterator {
   // The next result. After the end, every call returns the end again.
   virtual boost::asio::awaitable<Result> Next() = 0;
 
+  // What TryTakeInto stopped at.
+  enum class Taken {
+    kFull,       // `out` holds `size` elements
+    kMustAwait,  // the next element must be awaited with Next()
+    kEnd,        // the end of the sequence
+  };
+  // Appends ready elements to `out` until it holds `size` of them, the next
+  // must be awaited, or the sequence ends, as TryNext would one by one; an
+  // error is returned as TryNext would return it, after the elements before
+  // it were appended. The default calls TryNext per element; stages that
+  // make or pass many elements cheaply override it, so that a Batch pulls
+  // its elements in one call instead of one Result each.
+  virtual absl::StatusOr<Taken> TryTakeInto(std::vector<Element>& out,
+                                            size_t size);
+
   // Skips up to n >= 0 elements; completes with how many it skipped (fewer
   // at the end of the sequence). The default takes them with Next().
   virtual boost::asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n);

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "cosession/graph/dtype.h"
+#include "cosession/graph/small_block_allocator.h"
 #include "cosession/graph/tensor.h"
 #include "cosession/graph/tensor_shape.h"
 
@@ -49,12 +50,17 @@ struct ElementOrigin {
   std::string Describe(absl::string_view message) const;
 };
 
+// An element's components: a vector, not an inline vector, since an
+// element is moved from stage to stage many times, and moving a vector is
+// three pointers where moving inline components is a variant and a tensor
+// each (BM_Pipeline_Stages: about a third of its instructions went there).
+// Its blocks come from per-thread free lists: a source makes a batch's
+// elements in a run and Batch frees them together, a pattern that defeats
+// malloc's own per-thread cache (graph/small_block_allocator.h).
+using Components = std::vector<Component, SmallBlockAllocator<Component>>;
+
 struct Element {
-  // A std::vector, not an inline vector: an element is moved from stage to
-  // stage many times, and moving a vector is three pointers where moving
-  // inline components is a variant and a tensor each
-  // (BM_Pipeline_Stages: about a third of its instructions went there).
-  std::vector<Component> components{};
+  Components components{};
   ElementOrigin origin{};
 
   size_t size() const { return components.size(); }

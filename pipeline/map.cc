@@ -83,25 +83,50 @@ class SequentialMapIterator : public ElementIterator {
         stage_(std::move(stage)) {}
 
   std::optional<Result> TryNext() override {
+    if (!failure_.ok()) return Result(failure_);
     std::optional<Result> in = input_->TryNext();
     if (!in.has_value()) return std::nullopt;
     return Apply(*std::move(in));
   }
   asio::awaitable<Result> Next() override {
+    if (!failure_.ok()) co_return failure_;
     co_return Apply(co_await input_->Next());
   }
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (!failure_.ok()) co_return failure_;
     co_return co_await input_->Skip(n);
+  }
+  // The input's elements taken at once, then mapped in place.
+  absl::StatusOr<Taken> TryTakeInto(std::vector<Element>& out,
+                                    size_t size) override {
+    if (!failure_.ok()) return failure_;
+    const size_t first = out.size();
+    absl::StatusOr<Taken> taken = input_->TryTakeInto(out, size);
+    for (size_t i = first; i < out.size(); ++i) {
+      MapResult mapped = CallGuarded(*fn_, std::move(out[i]), stage_);
+      if (!mapped.ok()) {
+        out.resize(i);
+        failure_ = FromMapResult(std::move(mapped)).status();
+        return failure_;
+      }
+      out[i] = *std::move(mapped);
+    }
+    return taken;
   }
 
  private:
   Result Apply(Result in) {
     if (!in.ok() || !in->has_value()) return in;
-    return FromMapResult(CallGuarded(*fn_, **std::move(in), stage_));
+    Result out = FromMapResult(CallGuarded(*fn_, **std::move(in), stage_));
+    if (!out.ok()) failure_ = out.status();
+    return out;
   }
   std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const MapFunction> fn_;
   std::string stage_;
+  // fn's first error ends the stream: every later call returns it (the
+  // same whether elements were taken one by one or in bulk).
+  absl::Status failure_;
 };
 
 class SequentialAsyncMapIterator : public ElementIterator {

@@ -25,6 +25,14 @@ class IndexIterator : public SyncIterator {
     if (next_ >= n_) return std::optional<Element>();
     return std::optional<Element>(make_(next_++));
   }
+  absl::StatusOr<Taken> TryTakeInto(std::vector<Element>& out,
+                                    size_t size) override {
+    while (out.size() < size) {
+      if (next_ >= n_) return Taken::kEnd;
+      out.push_back(make_(next_++));
+    }
+    return Taken::kFull;
+  }
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
     const int64_t skipped = std::min(n, n_ - next_);
     next_ += skipped;

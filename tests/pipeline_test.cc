@@ -348,6 +348,35 @@ CO_TEST(Pipeline, AsyncMapAndErrorsEndTheStream) {
   EXPECT_NE(d.end.message().find("three"), std::string::npos) << d.end;
 }
 
+// A Batch takes its elements from Map and Range in bulk (TryTakeInto): the
+// results are the same as element by element -- the batches before an
+// error, the error, and the error again on every later call, whether the
+// elements were taken in bulk (Batch) or one at a time (no Batch).
+CO_TEST(Pipeline, AMapErrorEndsTheStreamTakenInBulkOrOneByOne) {
+  auto fails_at_six = [](Element e) -> absl::StatusOr<Element> {
+    if (Int(e.tensor(0)) == 6) return absl::DataLossError("six");
+    return e;
+  };
+  Dataset mapped = Dataset::Range(20).Map(fails_at_six);
+  for (Dataset d : {mapped.Batch(4), mapped}) {
+    auto it = d.MakeIterator(Context());
+    CO_ASSERT_TRUE(it.ok());
+    Drained before = co_await DrainIterator(**it);
+    EXPECT_TRUE(absl::IsDataLoss(before.end)) << before.end;
+    for (int again = 0; again < 2; ++again) {
+      ElementIterator::Result next = co_await NextOf(**it);
+      EXPECT_TRUE(absl::IsDataLoss(next.status())) << next.status();
+    }
+    if (d.DebugString() == mapped.DebugString()) {
+      EXPECT_EQ(before.elements, Scalars({0, 1, 2, 3, 4, 5}));
+    } else {
+      // The batch holding element 6 fails whole.
+      EXPECT_EQ(before.elements,
+                (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}}));
+    }
+  }
+}
+
 CO_TEST(Pipeline, ShuffleIsASeededPermutationReshuffledEachEpoch) {
   Dataset shuffled = Dataset::Range(20).Shuffle(8, /*seed=*/7).Repeat(2);
   Drained a = co_await Drain(shuffled, Context());
