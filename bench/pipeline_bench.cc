@@ -1,7 +1,9 @@
 // The input pipeline's cost, each against a hand-written baseline doing the
 // same work without the pipeline:
 //   BM_Pipeline_Stages / BM_Baseline_PipelineLoop   Range -> Map identity ->
-//       Batch(32) -> Prefetch(2), elements/s (the per-element overhead)
+//       Batch(32) -> Prefetch(2), elements/s (the per-element overhead);
+//       BM_Pipeline_StagesWithoutPrefetch, the chain without its Prefetch
+//       (what the hand-off between threads costs is the difference)
 //   BM_Pipeline_CsvFile/<parallelism> / BM_Baseline_CsvParse   the digits
 //       CSV (gzip) read, parsed and batched, rows/s
 //   BM_Pipeline_Socket / BM_Baseline_SocketRead   the digits rows over
@@ -72,7 +74,8 @@ asio::awaitable<int64_t> DrainRows(Dataset dataset, Coordinator* coordinator,
 
 constexpr int64_t kStageElements = 32 * 1024;
 
-asio::awaitable<void> PipelineStages(benchmark::State& state) {
+asio::awaitable<void> PipelineStages(benchmark::State& state,
+                                     bool prefetch) {
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
   Dataset chain =
@@ -80,8 +83,8 @@ asio::awaitable<void> PipelineStages(benchmark::State& state) {
           .Map([](Element e) -> absl::StatusOr<Element> { return e; },
                {.output_spec =
                     ElementSpec{ComponentSpec::Scalar(DType::kInt64)}})
-          .Batch(kBatch)
-          .Prefetch(2);
+          .Batch(kBatch);
+  if (prefetch) chain = chain.Prefetch(2);
   for (auto _ : state) {
     int64_t rows = co_await DrainRows(chain, &coordinator, &state);
     benchmark::DoNotOptimize(rows);
@@ -93,9 +96,16 @@ asio::awaitable<void> PipelineStages(benchmark::State& state) {
 }
 
 void BM_Pipeline_Stages(benchmark::State& state) {
-  bench::RunCoroutine(PipelineStages(state));
+  bench::RunCoroutine(PipelineStages(state, /*prefetch=*/true));
 }
 BENCHMARK(BM_Pipeline_Stages)->UseRealTime();
+
+// The same chain without its Prefetch, drained on the caller's thread: the
+// stages' own cost, without the hand-off of batches between two threads.
+void BM_Pipeline_StagesWithoutPrefetch(benchmark::State& state) {
+  bench::RunCoroutine(PipelineStages(state, /*prefetch=*/false));
+}
+BENCHMARK(BM_Pipeline_StagesWithoutPrefetch)->UseRealTime();
 
 // The same elements made, passed through a function and stacked 32 at a
 // time into batch tensors, in a loop.
