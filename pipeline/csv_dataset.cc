@@ -225,6 +225,15 @@ class CsvDatasetRowsIterator : public ElementIterator {
     }
     co_return NextRow();
   }
+  absl::StatusOr<Taken> TryTakeInto(std::vector<Element>& out,
+                                    size_t size) override {
+    if (rows_ == nullptr) return Taken::kMustAwait;
+    while (out.size() < size) {
+      if (next_row_ >= rows_->size()) return Taken::kEnd;
+      out.push_back(**NextRow());
+    }
+    return Taken::kFull;
+  }
   boost::asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
     if (rows_ == nullptr) {
       absl::Status loaded = co_await Load();

@@ -7,6 +7,8 @@
 // the salt mixing in IteratorContext::iteration when
 // reshuffle_each_iteration: each Repeat pass shuffles differently, and every
 // run the same. An input error is returned at once (the buffer kept).
+// TryTakeInto makes the same draws, refilling the buffer from the input in
+// bulk, so that a Batch over a Shuffle takes its elements in one call.
 #include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <random>
@@ -50,6 +52,26 @@ class ShuffleIterator : public ElementIterator {
       Take(*std::move(in));
     }
     co_return Draw();
+  }
+  // The same draws as TryNext's, the buffer refilled from the input in
+  // bulk before each.
+  absl::StatusOr<Taken> TryTakeInto(std::vector<Element>& out,
+                                    size_t size) override {
+    while (out.size() < size) {
+      if (!input_done_ && buffer_.size() < buffer_size_) {
+        if (buffer_.capacity() == 0) {
+          buffer_.reserve(std::min(buffer_size_, kMaxReserve));
+        }
+        absl::StatusOr<Taken> in = input_->TryTakeInto(buffer_, buffer_size_);
+        if (!in.ok()) return in.status();
+        if (*in == Taken::kMustAwait) return Taken::kMustAwait;
+        if (*in == Taken::kEnd) input_done_ = true;
+      }
+      Result drawn = Draw();
+      if (!drawn->has_value()) return Taken::kEnd;
+      out.push_back(**std::move(drawn));
+    }
+    return Taken::kFull;
   }
 
  private:

@@ -404,6 +404,24 @@ CO_TEST(Pipeline, ShuffleIsASeededPermutationReshuffledEachEpoch) {
   EXPECT_NE(other.elements, first);
 }
 
+// Batch takes a Shuffle's draws in bulk (TryTakeInto, the buffer refilled
+// from the input in bulk): the same stream as drawn one element at a time.
+CO_TEST(Pipeline, AShuffleBatchedInBulkDrawsAsOneByOne) {
+  for (int64_t buffer : {1, 7, 64, 1000}) {
+    Dataset shuffled = Dataset::Range(100).Shuffle(buffer, /*seed=*/3);
+    Drained one_by_one = co_await Drain(shuffled.Repeat(2), Context());
+    Drained batched = co_await Drain(shuffled.Batch(9).Repeat(2), Context());
+    std::vector<int64_t> flat;
+    for (const auto& batch : batched.elements) {
+      flat.insert(flat.end(), batch.begin(), batch.end());
+    }
+    std::vector<int64_t> expected;
+    for (const auto& e : one_by_one.elements) expected.push_back(e[0]);
+    EXPECT_EQ(flat, expected) << "buffer " << buffer;
+    EXPECT_EQ(batched.elements.size(), 24u) << "buffer " << buffer;
+  }
+}
+
 CO_TEST(Pipeline, InterleaveVisitsInputsInTurn) {
   std::vector<Dataset> three{Dataset::Range(0, 3), Dataset::Range(10, 12),
                              Dataset::Range(20, 21)};
