@@ -74,8 +74,7 @@ asio::awaitable<int64_t> DrainRows(Dataset dataset, Coordinator* coordinator,
 
 constexpr int64_t kStageElements = 32 * 1024;
 
-asio::awaitable<void> PipelineStages(benchmark::State& state,
-                                     bool prefetch) {
+asio::awaitable<void> PipelineStages(benchmark::State& state, bool prefetch) {
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
   Dataset chain =

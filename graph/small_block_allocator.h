@@ -35,7 +35,8 @@ class SmallBlockAllocator {
     if (bytes <= detail::SmallBlockCache::kMaxBytes && alignof(T) <= 16) {
       return static_cast<T*>(detail::SmallBlockCache::Allocate(bytes));
     }
-    return static_cast<T*>(::operator new(bytes, std::align_val_t{alignof(T)}));
+    return static_cast<T*>(
+        ::operator new (bytes, std::align_val_t{alignof(T)}));
   }
   void deallocate(T* block, size_t n) {
     const size_t bytes = n * sizeof(T);
@@ -43,7 +44,7 @@ class SmallBlockAllocator {
       detail::SmallBlockCache::Deallocate(block, bytes);
       return;
     }
-    ::operator delete(block, bytes, std::align_val_t{alignof(T)});
+    ::operator delete (block, bytes, std::align_val_t{alignof(T)});
   }
 
   template <typename U>
