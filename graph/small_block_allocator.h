@@ -32,7 +32,7 @@ class SmallBlockAllocator {
 
   T* allocate(size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes <= detail::SmallBlockCache::kMaxBytes && alignof(T) <= 16) {
+    if (FromCache(bytes)) {
       return static_cast<T*>(detail::SmallBlockCache::Allocate(bytes));
     }
     return static_cast<T*>(
@@ -40,7 +40,7 @@ class SmallBlockAllocator {
   }
   void deallocate(T* block, size_t n) {
     const size_t bytes = n * sizeof(T);
-    if (bytes <= detail::SmallBlockCache::kMaxBytes && alignof(T) <= 16) {
+    if (FromCache(bytes)) {
       detail::SmallBlockCache::Deallocate(block, bytes);
       return;
     }
@@ -50,6 +50,12 @@ class SmallBlockAllocator {
   template <typename U>
   bool operator==(const SmallBlockAllocator<U>&) const {
     return true;
+  }
+
+ private:
+  // The cache's blocks are aligned as malloc aligns (16 bytes).
+  static constexpr bool FromCache(size_t bytes) {
+    return bytes <= detail::SmallBlockCache::kMaxBytes && alignof(T) <= 16;
   }
 };
 

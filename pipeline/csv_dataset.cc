@@ -192,10 +192,12 @@ class LoadedRowsCache {
     return rows_;
   }
   // Keeps the first rows put (two iterators may load at once; both loads
-  // read the same files).
-  void Put(std::shared_ptr<const DatasetRows> rows) {
+  // read the same files) and returns the kept ones.
+  std::shared_ptr<const DatasetRows> Put(
+      std::shared_ptr<const DatasetRows> rows) {
     std::lock_guard lock(mu_);
     if (rows_ == nullptr) rows_ = std::move(rows);
+    return rows_;
   }
 
  private:
@@ -255,8 +257,7 @@ class CsvDatasetRowsIterator : public ElementIterator {
         "CsvDatasetRows: reading the files was cancelled",
         boost::asio::use_awaitable);
     if (!rows.ok()) co_return rows.status();
-    cache_->Put(*std::move(rows));
-    rows_ = cache_->Get();
+    rows_ = cache_->Put(*std::move(rows));
     co_return absl::OkStatus();
   }
 
@@ -268,11 +269,16 @@ class CsvDatasetRowsIterator : public ElementIterator {
                 features.mutable_flat<float>().begin());
     const int64_t label = rows_->labels[next_row_];
     ++next_row_;
-    return std::optional<Element>(
-        MakeElement({std::move(features),
-                     dataset_->options().label_dtype == DType::kInt32
-                         ? Tensor::Scalar<int32_t>(static_cast<int32_t>(label))
-                         : Tensor::Scalar<int64_t>(label)}));
+    // Built in place: MakeElement's vector would be one more allocation
+    // and a copy of each tensor per row.
+    Element row;
+    row.components.reserve(2);
+    row.components.emplace_back(std::move(features));
+    row.components.emplace_back(
+        dataset_->options().label_dtype == DType::kInt32
+            ? Tensor::Scalar<int32_t>(static_cast<int32_t>(label))
+            : Tensor::Scalar<int64_t>(label));
+    return std::optional<Element>(std::move(row));
   }
 
   std::shared_ptr<const CsvDataset> dataset_;

@@ -59,9 +59,7 @@ class ShuffleIterator : public ElementIterator {
                                     size_t size) override {
     while (out.size() < size) {
       if (!input_done_ && buffer_.size() < buffer_size_) {
-        if (buffer_.capacity() == 0) {
-          buffer_.reserve(std::min(buffer_size_, kMaxReserve));
-        }
+        ReserveBuffer();
         absl::StatusOr<Taken> in = input_->TryTakeInto(buffer_, buffer_size_);
         if (!in.ok()) return in.status();
         if (*in == Taken::kMustAwait) return Taken::kMustAwait;
@@ -80,12 +78,15 @@ class ShuffleIterator : public ElementIterator {
       input_done_ = true;
       return;
     }
-    // Reserved up to a bound: a buffer_size meaning "the whole input" (as
-    // CsvBatches passes) grows with the input instead.
+    ReserveBuffer();
+    buffer_.push_back(*std::move(element));
+  }
+  // Reserved up to a bound: a buffer_size meaning "the whole input" (as
+  // CsvBatches passes) grows with the input instead.
+  void ReserveBuffer() {
     if (buffer_.capacity() == 0) {
       buffer_.reserve(std::min(buffer_size_, kMaxReserve));
     }
-    buffer_.push_back(*std::move(element));
   }
   Result Draw() {
     if (buffer_.empty()) return std::optional<Element>();

@@ -119,26 +119,30 @@ asio::awaitable<void> DrainBatches(Dataset batches, int64_t start,
   }
 }
 
-// Every batch (as its labels) of CsvBatches(dataset) from batch `start`
-// (skipped by the iterator, as a resume does), until the end or `limit`.
-// Runs on an io_context of its own, bounded in time; a hang ends the
-// process, as a CO_TEST's does (work in flight refers to this frame).
-Batches AllBatches(const std::shared_ptr<const CsvDataset>& dataset,
-                   int64_t start = 0, int64_t limit = 100000) {
+// Runs `body` to its end on an io_context of its own, bounded in time; a
+// hang ends the process, as a CO_TEST's does (work in flight refers to the
+// caller's frame).
+void RunBounded(asio::awaitable<void> body) {
   asio::io_context io;
-  Batches batches;
   bool done = false;
-  asio::co_spawn(io, DrainBatches(CsvBatches(dataset), start, limit, &batches),
-                 [&done](std::exception_ptr e) {
-                   done = true;
-                   if (e) ADD_FAILURE() << "draining the batches threw";
-                 });
+  asio::co_spawn(io, std::move(body), [&done](std::exception_ptr e) {
+    done = true;
+    if (e) ADD_FAILURE() << "the test's coroutine threw";
+  });
   io.run_for(co_test::kTimeLimit);
   if (!done) {
-    std::fprintf(stderr, "AllBatches: the stream did not end in %llds\n",
+    std::fprintf(stderr, "RunBounded: the coroutine did not end in %llds\n",
                  static_cast<long long>(co_test::kTimeLimit.count()));
     std::_Exit(1);
   }
+}
+
+// Every batch (as its labels) of CsvBatches(dataset) from batch `start`
+// (skipped by the iterator, as a resume does), until the end or `limit`.
+Batches AllBatches(const std::shared_ptr<const CsvDataset>& dataset,
+                   int64_t start = 0, int64_t limit = 100000) {
+  Batches batches;
+  RunBounded(DrainBatches(CsvBatches(dataset), start, limit, &batches));
   return batches;
 }
 
@@ -375,6 +379,32 @@ TEST(CsvDataset, BatchHoldsFeaturesInColumnOrderAndTypedLabels) {
   EXPECT_TRUE(batch->labels.IsSameAs(Tensor::FromVector<int32_t>({0, 10, 20})));
 }
 
+// Every element of `rows` as its features then its label; `path` is
+// removed once the first element arrived (the rows are loaded by then).
+asio::awaitable<void> DrainRowsRemovingTheFile(Dataset rows, std::string path,
+                                               Batches* out) {
+  auto it = rows.MakeIterator({.pool = TestRuntime().executor()});
+  if (!it.ok()) {
+    ADD_FAILURE() << it.status();
+    co_return;
+  }
+  while (true) {
+    ElementIterator::Result next = co_await NextOf(**it);
+    if (!next.ok()) {
+      ADD_FAILURE() << next.status();
+      co_return;
+    }
+    if (!next->has_value()) co_return;
+    if (out->empty()) std::remove(path.c_str());
+    std::vector<int64_t> values;
+    for (float v : (*next)->tensor(0).flat<float>()) {
+      values.push_back(static_cast<int64_t>(v));
+    }
+    values.push_back(Labels((*next)->tensor(1))[0]);
+    out->push_back(std::move(values));
+  }
+}
+
 // The rows source: one element per kept row, features then label, with
 // the specs IteratorGetNext relies on; the files are read once for every
 // pass of a Repeat.
@@ -392,34 +422,7 @@ TEST(CsvDataset, RowsAreOneElementPerKeptRowReadOnceForEveryPass) {
   // Two passes: the file is removed after the first load, so a second read
   // would fail.
   Batches got;
-  asio::io_context io;
-  bool done = false;
-  struct RemoveAfterFirst {
-    static asio::awaitable<void> Run(Dataset rows, std::string path,
-                                     Batches* got) {
-      auto it = rows.Repeat(2).MakeIterator({.pool = TestRuntime().executor()});
-      if (!it.ok()) co_return;
-      for (int i = 0; i < 5; ++i) {
-        ElementIterator::Result next = co_await NextOf(**it);
-        if (!next.ok()) {
-          ADD_FAILURE() << next.status();
-          co_return;
-        }
-        if (!next->has_value()) break;
-        if (i == 0) std::remove(path.c_str());
-        std::vector<int64_t> values;
-        for (float v : (*next)->tensor(0).flat<float>()) {
-          values.push_back(static_cast<int64_t>(v));
-        }
-        values.push_back(Labels((*next)->tensor(1))[0]);
-        got->push_back(std::move(values));
-      }
-    }
-  };
-  asio::co_spawn(io, RemoveAfterFirst::Run(rows, data.path, &got),
-                 [&done](std::exception_ptr) { done = true; });
-  io.run_for(co_test::kTimeLimit);
-  ASSERT_TRUE(done);
+  RunBounded(DrainRowsRemovingTheFile(rows.Repeat(2), data.path, &got));
   EXPECT_EQ(got, (Batches{{11, 1, 10}, {31, 3, 30}, {11, 1, 10}, {31, 3, 30}}));
 }
 
