@@ -8,6 +8,9 @@
 //   curl localhost:8501/v1/models/digits
 //   curl -d '{"instances": [[0, 0, 5, 13, 9, 1, ...64 pixels]]}'
 //        localhost:8501/v1/models/digits:predict      (one command)
+//   curl -d '{"signature_name": "classification",
+//             "examples": [{"x": [0, 0, 5, 13, ...64 pixels]}]}'
+//        localhost:8501/v1/models/digits:classify
 //
 // The flags are tensorflow_model_server's: --rest_api_port (8501; 0 here
 // means any free port, printed), --model_name, --model_base_path,

@@ -113,7 +113,8 @@ ABSL_FLAG(int64_t, profile_every_n_steps, 1000,
 ABSL_FLAG(std::string, export_dir, "",
           "After training, export the model for serving to "
           "<export_dir>/<global step>/ (signature serving_default: input x, "
-          "outputs probabilities and classes); empty = no export");
+          "outputs probabilities and classes; and classification, for "
+          ":classify); empty = no export");
 ABSL_FLAG(int64_t, max_timelines, 5,
           "Keep only the newest this many Chrome traces in --checkpoint_dir "
           "(0 = all)");
@@ -321,6 +322,7 @@ struct Setup {
   DatasetOutputs batch;
   MlpClassifier model;
   Output probabilities;  // softmax of the logits, for the exported model
+  Output class_labels;   // int64 [batch, classes]: 0..classes-1 in each row
   std::shared_ptr<DatasetHook> input;
   MonitoredTrainingSessionOptions options;
 };
@@ -343,6 +345,16 @@ absl::StatusOr<Setup> BuildTraining(const Flags& f) {
   const MlpClassifier& model = setup.model;
   try {
     setup.probabilities = ops::Softmax(g, model.logits, "probabilities");
+    // The classification signature's "classes": every label, each row
+    // beside its scores (a [classes] constant broadcast to the batch).
+    const int64_t classes = f.model.num_classes;
+    std::vector<int64_t> labels(classes);
+    for (int64_t c = 0; c < classes; ++c) labels[c] = c;
+    setup.class_labels = ops::Add(
+        g, ops::ZerosLike(g, ops::Cast(g, setup.probabilities, DType::kInt64)),
+        ops::Const(g,
+                   Tensor::FromVector<int64_t>(labels, TensorShape{classes})),
+        "class_labels");
   } catch (const StatusError& e) {
     return e.status();
   }
@@ -452,7 +464,13 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
         {kDefaultServingSignature,
          {.inputs = {{"x", batch.features}},
           .outputs = {{"probabilities", setup.probabilities},
-                      {"classes", model.predictions}}}}};
+                      {"classes", model.predictions}}}},
+        // For :classify: every digit with its probability.
+        {"classification",
+         {.inputs = {{"x", batch.features}},
+          .outputs = {{"classes", setup.class_labels},
+                      {"scores", setup.probabilities}},
+          .method_name = kClassifyMethodName}}};
     exported = co_await ExportSavedModel(session.raw_session(),
                                          std::move(signatures), f.export_dir,
                                          (*evaluated)[2].scalar<int64_t>());

@@ -1,8 +1,9 @@
-// libFuzzer target: the parser of TensorFlow Serving predict bodies
-// (serving/rest_json.h) must never crash, hang or allocate beyond a small
-// multiple of the input on any bytes, and answers OK or InvalidArgument;
-// what it parses is rendered back in both response formats. Seeds:
-// fuzz/corpus/rest_json/.
+// libFuzzer target: the parsers of TensorFlow Serving's predict, classify
+// and regress bodies (serving/rest_json.h) must never crash, hang or
+// allocate beyond a small multiple of the input on any bytes, and answer
+// OK or InvalidArgument; what they parse is rendered back (predict's in
+// both response formats; an example's features as classify's scores and
+// regress's values). Seeds: fuzz/corpus/rest_json/.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -26,6 +27,17 @@ const std::map<std::string, cosession::Signature>& Signatures() {
         spec(DType::kFloat, TensorShape{-1, 2});
     (*s)["pair"].inputs["a"] = spec(DType::kInt32, TensorShape::Unknown());
     (*s)["pair"].inputs["b"] = spec(DType::kBool, TensorShape::Unknown());
+    // Examples' features: a row of any length, an integer, a bool.
+    cosession::Signature& c = (*s)["classification"];
+    c.method_name = cosession::kClassifyMethodName;
+    c.inputs["x"] = spec(DType::kFloat, TensorShape{-1, -1});
+    c.inputs["n"] = spec(DType::kInt64, TensorShape{-1});
+    c.inputs["b"] = spec(DType::kBool, TensorShape{-1, 2});
+    c.outputs["scores"] = spec(DType::kFloat, TensorShape{-1, -1});
+    cosession::Signature& r = (*s)["regression"];
+    r.method_name = cosession::kRegressMethodName;
+    r.inputs["x"] = spec(DType::kFloat, TensorShape{-1, 1});
+    r.outputs["outputs"] = spec(DType::kFloat, TensorShape{-1, 1});
     return s;
   }();
   return *sigs;
@@ -33,8 +45,30 @@ const std::map<std::string, cosession::Signature>& Signatures() {
 
 }  // namespace
 
+// The examples parsers, and their features rendered as the method's answer.
+void FuzzExamples(absl::string_view body) {
+  using cosession::ExamplesMethod;
+  for (ExamplesMethod method :
+       {ExamplesMethod::kClassify, ExamplesMethod::kRegress}) {
+    auto request = cosession::ParseExamplesRequest(body, method, Signatures());
+    if (!request.ok()) {
+      if (!absl::IsInvalidArgument(request.status())) __builtin_trap();
+      continue;
+    }
+    cosession::NamedTensors outputs{
+        {method == ExamplesMethod::kClassify ? "scores" : "outputs",
+         request->inputs.at("x")}};
+    auto rendered = cosession::RenderExamplesResponse(method, outputs,
+                                                      request->num_examples);
+    if (!rendered.ok() && !absl::IsInvalidArgument(rendered.status())) {
+      __builtin_trap();
+    }
+  }
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view body(reinterpret_cast<const char*>(data), size);
+  FuzzExamples(body);
   auto request = cosession::ParsePredictRequest(body, Signatures());
   if (!request.ok()) {
     if (!absl::IsInvalidArgument(request.status())) __builtin_trap();

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -260,13 +261,18 @@ struct ModelServer::ServedVersion {
 };
 
 struct ModelServer::Metrics {
+  struct Latency {
+    std::array<int64_t, kLatencyBuckets + 1> buckets{};
+    double sum_us = 0;
+    int64_t count = 0;
+  };
   std::map<std::string, int64_t> requests_by_status;
-  std::array<int64_t, kLatencyBuckets + 1> latency_buckets{};
-  double latency_sum_us = 0;
-  int64_t latency_count = 0;
+  // By API (predict, classify, regress); predict's is there from the start,
+  // as a scraper expects it.
+  std::map<std::string, Latency> latency_by_api{{"predict", Latency{}}};
 
   void Record(absl::StatusCode code) { ++requests_by_status[CodeName(code)]; }
-  void RecordLatency(std::chrono::nanoseconds took) {
+  void RecordLatency(const std::string& api, std::chrono::nanoseconds took) {
     const double us = std::chrono::duration<double, std::micro>(took).count();
     int bucket = 0;
     double limit = 10;
@@ -274,9 +280,10 @@ struct ModelServer::Metrics {
       ++bucket;
       limit *= 1.8;
     }
-    ++latency_buckets[bucket];
-    latency_sum_us += us;
-    ++latency_count;
+    Latency& latency = latency_by_api[api];
+    ++latency.buckets[bucket];
+    latency.sum_us += us;
+    ++latency.count;
   }
 };
 
@@ -484,11 +491,7 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
     co_return ErrorReply(absl::InvalidArgumentError(
         absl::StrCat("Unrecognized servable version label: ", *parts->label)));
   }
-  if (verb != "predict") {
-    co_return ErrorReply(absl::UnimplementedError(absl::StrCat(
-        "cosession_serve answers :predict; :", verb, " is not implemented")));
-  }
-  co_return co_await Predict(*std::move(name), version, std::move(body));
+  co_return co_await Predict(*std::move(name), version, verb, std::move(body));
 }
 
 HttpReply ModelServer::Status(const std::string& name,
@@ -550,8 +553,48 @@ HttpReply ModelServer::Metadata(const std::string& name,
                                             std::move(signatures)}}}}}}));
 }
 
+asio::awaitable<absl::StatusOr<NamedTensors>> ModelServer::RunSignature(
+    std::shared_ptr<ServedVersion> served, std::string signature_name,
+    NamedTensors inputs) {
+  RunOptions run_options;
+  if (options_.rest_api_timeout.count() > 0) {
+    run_options.timeout = options_.rest_api_timeout;
+  }
+  auto batcher = served->batchers.find(signature_name);
+  if (batcher != served->batchers.end()) {
+    // The batcher checks the inputs against the signature itself.
+    co_return co_await batcher->second->Run(std::move(inputs), run_options,
+                                            asio::use_awaitable);
+  }
+  const Signature& sig = served->model->signatures.at(signature_name);
+  if (absl::StatusOr<int64_t> rows = CheckSignatureInputs(sig, inputs);
+      !rows.ok()) {
+    co_return rows.status();
+  }
+  RunArgs args;
+  args.options = run_options;
+  std::vector<std::string> names;
+  for (const auto& [key, t] : sig.outputs) {
+    args.fetches.push_back(t.tensor);
+    names.push_back(key);
+  }
+  for (auto& [key, t] : inputs) {
+    args.feeds.emplace_back(sig.inputs.at(key).tensor, std::move(t));
+  }
+  absl::StatusOr<std::vector<Tensor>> ran =
+      co_await served->model->session->Run(std::move(args),
+                                           asio::use_awaitable);
+  if (!ran.ok()) co_return ran.status();
+  NamedTensors named;
+  for (size_t i = 0; i < names.size(); ++i) {
+    named.emplace(names[i], std::move((*ran)[i]));
+  }
+  co_return named;
+}
+
 asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
                                                 std::optional<int64_t> version,
+                                                std::string verb,
                                                 std::string body) {
   const SteadyClock::time_point start = SteadyClock::now();
   // Held until the answer: a version switch leaves this request on the
@@ -562,63 +605,52 @@ asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
     metrics_->Record(absl::StatusCode::kNotFound);
     co_return ErrorReply(absl::NotFoundError(ServableNotFound(name, version)));
   }
-  absl::StatusOr<PredictRequest> request =
-      ParsePredictRequest(body, served->model->signatures);
-  if (!request.ok()) {
-    metrics_->Record(request.status().code());
-    co_return ErrorReply(request.status());
-  }
-  RunOptions run_options;
-  if (options_.rest_api_timeout.count() > 0) {
-    run_options.timeout = options_.rest_api_timeout;
-  }
-  absl::StatusOr<NamedTensors> outputs;
-  auto batcher = served->batchers.find(request->signature_name);
-  const Signature& sig = served->model->signatures.at(request->signature_name);
-  if (batcher != served->batchers.end()) {
-    // The batcher checks the inputs against the signature itself.
-    outputs = co_await batcher->second->Run(std::move(request->inputs),
-                                            run_options, asio::use_awaitable);
-  } else if (absl::StatusOr<int64_t> rows =
-                 CheckSignatureInputs(sig, request->inputs);
-             !rows.ok()) {
-    outputs = rows.status();
+  const std::map<std::string, Signature>& signatures =
+      served->model->signatures;
+  std::string signature_name;
+  NamedTensors inputs;
+  // What renders the outputs: the request's format or method.
+  std::function<absl::StatusOr<std::string>(const NamedTensors&)> render;
+  if (verb == "predict") {
+    absl::StatusOr<PredictRequest> request =
+        ParsePredictRequest(body, signatures);
+    if (!request.ok()) {
+      metrics_->Record(request.status().code());
+      co_return ErrorReply(request.status());
+    }
+    signature_name = std::move(request->signature_name);
+    inputs = std::move(request->inputs);
+    render = [format = request->format](const NamedTensors& outputs) {
+      return RenderPredictResponse(format, outputs);
+    };
   } else {
-    RunArgs args;
-    args.options = run_options;
-    std::vector<std::string> names;
-    for (const auto& [key, t] : sig.outputs) {
-      args.fetches.push_back(t.tensor);
-      names.push_back(key);
+    const ExamplesMethod method = verb == "classify" ? ExamplesMethod::kClassify
+                                                     : ExamplesMethod::kRegress;
+    absl::StatusOr<ExamplesRequest> request =
+        ParseExamplesRequest(body, method, signatures);
+    if (!request.ok()) {
+      metrics_->Record(request.status().code());
+      co_return ErrorReply(request.status());
     }
-    for (auto& [key, t] : request->inputs) {
-      args.feeds.emplace_back(sig.inputs.at(key).tensor, std::move(t));
-    }
-    absl::StatusOr<std::vector<Tensor>> ran =
-        co_await served->model->session->Run(std::move(args),
-                                             asio::use_awaitable);
-    if (ran.ok()) {
-      NamedTensors named;
-      for (size_t i = 0; i < names.size(); ++i) {
-        named.emplace(names[i], std::move((*ran)[i]));
-      }
-      outputs = std::move(named);
-    } else {
-      outputs = ran.status();
-    }
+    signature_name = std::move(request->signature_name);
+    inputs = std::move(request->inputs);
+    render = [method, n = request->num_examples](const NamedTensors& outputs) {
+      return RenderExamplesResponse(method, outputs, n);
+    };
   }
+  absl::StatusOr<NamedTensors> outputs = co_await RunSignature(
+      served, std::move(signature_name), std::move(inputs));
   if (!outputs.ok()) {
     metrics_->Record(outputs.status().code());
     co_return ErrorReply(outputs.status());
   }
-  absl::StatusOr<std::string> rendered =
-      RenderPredictResponse(request->format, *outputs);
+  absl::StatusOr<std::string> rendered = render(*outputs);
   if (!rendered.ok()) {
     metrics_->Record(rendered.status().code());
     co_return ErrorReply(rendered.status());
   }
   metrics_->Record(absl::StatusCode::kOk);
-  metrics_->RecordLatency(SteadyClock::now() - start);
+  metrics_->RecordLatency(verb, SteadyClock::now() - start);
   co_return JsonReply(200, *std::move(rendered));
 }
 
@@ -629,23 +661,25 @@ HttpReply ModelServer::PrometheusText() const {
     absl::StrAppend(&out, ":tensorflow:serving:request_count{model_name=\"",
                     model, "\",status=\"", code, "\"} ", count, "\n");
   }
-  const std::string latency_labels = absl::StrCat(
-      "model_name=\"", model, "\",API=\"predict\",entrypoint=\"REST\"");
   out += "# TYPE :tensorflow:serving:request_latency histogram\n";
-  int64_t cumulative = 0;
-  double limit = 10;
-  for (int i = 0; i <= kLatencyBuckets; ++i) {
-    cumulative += metrics_->latency_buckets[i];
-    const std::string le =
-        i < kLatencyBuckets ? absl::StrCat(limit) : std::string("+Inf");
-    absl::StrAppend(&out, ":tensorflow:serving:request_latency_bucket{",
-                    latency_labels, ",le=\"", le, "\"} ", cumulative, "\n");
-    limit *= 1.8;
+  for (const auto& [api, latency] : metrics_->latency_by_api) {
+    const std::string latency_labels = absl::StrCat(
+        "model_name=\"", model, "\",API=\"", api, "\",entrypoint=\"REST\"");
+    int64_t cumulative = 0;
+    double limit = 10;
+    for (int i = 0; i <= kLatencyBuckets; ++i) {
+      cumulative += latency.buckets[i];
+      const std::string le =
+          i < kLatencyBuckets ? absl::StrCat(limit) : std::string("+Inf");
+      absl::StrAppend(&out, ":tensorflow:serving:request_latency_bucket{",
+                      latency_labels, ",le=\"", le, "\"} ", cumulative, "\n");
+      limit *= 1.8;
+    }
+    absl::StrAppend(&out, ":tensorflow:serving:request_latency_sum{",
+                    latency_labels, "} ", latency.sum_us, "\n",
+                    ":tensorflow:serving:request_latency_count{",
+                    latency_labels, "} ", latency.count, "\n");
   }
-  absl::StrAppend(&out, ":tensorflow:serving:request_latency_sum{",
-                  latency_labels, "} ", metrics_->latency_sum_us, "\n",
-                  ":tensorflow:serving:request_latency_count{", latency_labels,
-                  "} ", metrics_->latency_count, "\n");
   if (current_ != nullptr && !current_->batchers.empty()) {
     out +=
         "# TYPE :tensorflow:serving:batching_session:processed_batch_size "

@@ -16,6 +16,8 @@
 //   GET  /v1/models/{name}[/versions/{v}]             model status
 //   GET  /v1/models/{name}[/versions/{v}]/metadata    signatures
 //   POST /v1/models/{name}[/versions/{v}]:predict     row or columnar body
+//   POST /v1/models/{name}[/versions/{v}]:classify    examples (rest_json.h)
+//   POST /v1/models/{name}[/versions/{v}]:regress     examples
 //   any  /monitoring/prometheus/metrics               Prometheus text
 // Errors are {"error": "..."} with TensorFlow Serving's codes: 400 for a
 // malformed path or body (the message naming the input), 404 for an unknown
@@ -120,9 +122,15 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
 
   HttpReply Status(const std::string& name, std::optional<int64_t> version);
   HttpReply Metadata(const std::string& name, std::optional<int64_t> version);
+  // :predict, :classify or :regress (`verb`).
   boost::asio::awaitable<HttpReply> Predict(std::string name,
                                             std::optional<int64_t> version,
-                                            std::string body);
+                                            std::string verb, std::string body);
+  // One run of a signature: through its batcher when batching, else
+  // straight on the version's session.
+  boost::asio::awaitable<absl::StatusOr<NamedTensors>> RunSignature(
+      std::shared_ptr<ServedVersion> served, std::string signature_name,
+      NamedTensors inputs);
   HttpReply PrometheusText() const;
 
   const ModelServerOptions options_;

@@ -1,5 +1,6 @@
 #include "cosession/serving/rest_json.h"
 
+#include <algorithm>
 #include <boost/json.hpp>
 #include <charconv>
 #include <cmath>
@@ -9,8 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/graph/status.h"
 #include "cosession/io/json_string_state.h"
 
 namespace cosession {
@@ -311,6 +314,247 @@ absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
   return inputs;
 }
 
+// A request body: a JSON object (nesting bounded at 64 levels), the bare
+// non-finite tokens taken as floats.
+absl::StatusOr<json::value> ParseBody(absl::string_view body) {
+  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
+    return Invalid("JSON Parse error: The document is empty");
+  }
+  json::parse_options options;
+  options.max_depth = 64;
+  boost::system::error_code ec;
+  json::value doc =
+      json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
+  if (ec) {
+    if (std::optional<std::string> rewritten =
+            WithNonFiniteTokensAsStrings(body)) {
+      boost::system::error_code rewritten_ec;
+      doc = json::parse(*rewritten, rewritten_ec, {}, options);
+      if (!rewritten_ec) ec = {};
+    }
+  }
+  if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
+  if (!doc.is_object()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));
+  }
+  return doc;
+}
+
+// The signature_name a body asks for (serving_default when it has none).
+absl::StatusOr<std::string> SignatureName(const json::value& doc) {
+  const json::value* name = doc.get_object().if_contains("signature_name");
+  if (name == nullptr) return std::string(kDefaultServingSignature);
+  if (!name->is_string()) {
+    return Invalid(absl::StrCat(
+        "JSON Value: ", Quoted(doc),
+        " not formatted correctly. 'signature_name' key must be a string "
+        "value."));
+  }
+  return std::string(name->get_string().data(), name->get_string().size());
+}
+
+// ---- classify and regress: examples' features into the signature's inputs
+
+// The JSON type as TensorFlow Serving names it in its messages.
+const char* JsonTypeName(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "Null";
+    case json::kind::bool_:
+      return v.get_bool() ? "True" : "False";
+    case json::kind::object:
+      return "Object";
+    case json::kind::array:
+      return "Array";
+    case json::kind::string:
+      return "String";
+    default:
+      return "Number";
+  }
+}
+
+// TensorFlow's name of a dtype: DT_FLOAT, DT_INT64, ...
+std::string TfDTypeName(DType dtype) {
+  return absl::StrCat("DT_", absl::AsciiStrToUpper(DTypeName(dtype)));
+}
+
+// What TensorFlow Serving checks of a signature before running it for
+// classify or regress (its classifier.cc and regressor.cc).
+absl::Status CheckExamplesSignature(const std::string& name,
+                                    const Signature& sig,
+                                    ExamplesMethod method) {
+  if (method == ExamplesMethod::kClassify) {
+    if (sig.method_name != kClassifyMethodName) {
+      return Invalid(
+          absl::StrCat("Expected classification signature method_name to be ",
+                       kClassifyMethodName, ". Was: ", sig.method_name));
+    }
+    if (sig.outputs.size() != 1 && sig.outputs.size() != 2) {
+      return Invalid(absl::StrCat("Expected one or two output Tensors, found ",
+                                  sig.outputs.size()));
+    }
+    if (!sig.outputs.contains("classes") && !sig.outputs.contains("scores")) {
+      return Invalid(
+          "Expected classification signature outputs to contain at least one "
+          "of \"classes\" or \"scores\".");
+    }
+  } else {
+    if (sig.method_name != kRegressMethodName) {
+      return Invalid(
+          absl::StrCat("Expected regression signature method_name to be ",
+                       kRegressMethodName, ". Was: ", sig.method_name));
+    }
+    if (sig.outputs.size() != 1) return Invalid("Expected one output Tensor.");
+    if (!sig.outputs.contains("outputs")) {
+      std::vector<std::string> names;
+      for (const auto& [key, t] : sig.outputs) names.push_back(key);
+      return Invalid(
+          absl::StrCat("No regression outputs found in signature. Outputs: ",
+                       absl::StrJoin(names, ", ")));
+    }
+  }
+  if (sig.inputs.empty()) {
+    return Invalid(absl::StrCat("signature '", name,
+                                "' has no inputs: its examples' features "
+                                "must name its inputs"));
+  }
+  return absl::OkStatus();
+}
+
+// One scalar of example `index`'s feature `key`, as T (the input's type).
+template <typename T>
+absl::Status AppendFeatureValue(const json::value& v, const std::string& key,
+                                int64_t index, DType dtype,
+                                std::vector<T>& out) {
+  auto mismatch = [&](absl::string_view got) {
+    return Invalid(absl::StrCat("Name: <unknown>, Key: ", key,
+                                ", Index: ", index,
+                                ".  Data types don't match. Data type: ", got,
+                                " but expected type: ", DTypeName(dtype)));
+  };
+  const std::optional<double> special = NonFiniteMarker(v);
+  if (v.is_null() || v.is_array() || v.is_object()) {
+    return Invalid(absl::StrCat(
+        "Feature: ", key,
+        " has element with unexpected JSON type: ", JsonTypeName(v)));
+  }
+  if (v.is_string() && !special) return mismatch("bytes");
+  if constexpr (std::is_floating_point_v<T>) {
+    if (v.is_bool()) return mismatch("int64");
+    out.push_back(special         ? static_cast<T>(*special)
+                  : v.is_double() ? static_cast<T>(v.get_double())
+                  : v.is_int64()  ? static_cast<T>(v.get_int64())
+                                  : static_cast<T>(v.get_uint64()));
+    return absl::OkStatus();
+  } else {
+    if (special || v.is_double()) return mismatch("float");
+    int64_t n;
+    if (v.is_bool()) {
+      n = v.get_bool() ? 1 : 0;
+    } else if (v.is_int64()) {
+      n = v.get_int64();
+    } else {
+      return Invalid(absl::StrCat("Feature: ", key,
+                                  " has uint64 element. Only int64 is "
+                                  "supported."));
+    }
+    const int64_t lowest =
+        std::is_same_v<T, bool> ? 0 : int64_t{std::numeric_limits<T>::min()};
+    const int64_t highest =
+        std::is_same_v<T, bool> ? 1 : int64_t{std::numeric_limits<T>::max()};
+    if (n < lowest || n > highest) {
+      return Invalid(absl::StrCat("Name: <unknown>, Key: ", key,
+                                  ", Index: ", index, ".  Value ", n,
+                                  " is out of range for ", DTypeName(dtype)));
+    }
+    out.push_back(static_cast<T>(n));
+    return absl::OkStatus();
+  }
+}
+
+// The examples' feature `key` as one input of `spec`: a row per example.
+absl::StatusOr<Tensor> FeatureTensor(const std::string& key,
+                                     const SignatureTensor& spec,
+                                     const json::array& examples,
+                                     const json::object* context) {
+  // The row's shape: the input's dimensions after the first. An unknown
+  // one (a [-1, -1] input) takes the first example's value count.
+  std::vector<int64_t> row_dims;
+  bool row_known = true;
+  if (spec.shape.unknown_rank()) {
+    row_known = false;
+  } else {
+    if (spec.shape.dims() < 1) {
+      return Invalid(
+          absl::StrCat("input '", key, "' has shape ", spec.shape.DebugString(),
+                       ": a classify or regress input has a row per example"));
+    }
+    for (int i = 1; i < spec.shape.dims(); ++i) {
+      row_dims.push_back(spec.shape.dim_size(i));
+      row_known = row_known && spec.shape.dim_size(i) >= 0;
+    }
+    if (!row_known && row_dims.size() != 1) {
+      return Invalid(absl::StrCat(
+          "input '", key, "' has shape ", spec.shape.DebugString(),
+          ": a classify or regress input needs its dimensions after the "
+          "first known, or one unknown"));
+    }
+  }
+  return VisitDType(spec.dtype, [&]<typename T>() -> absl::StatusOr<Tensor> {
+    std::vector<T> values;
+    int64_t per_row = -1;
+    if (row_known) {
+      per_row = 1;
+      for (int64_t d : row_dims) per_row *= d;
+    }
+    for (size_t i = 0; i < examples.size(); ++i) {
+      const json::value* value = examples[i].get_object().if_contains(key);
+      if (value == nullptr && context != nullptr) {
+        value = context->if_contains(key);
+      }
+      if (value == nullptr) {
+        return Invalid(absl::StrCat("Name: <unknown>, Feature: ", key,
+                                    " (data type: ", DTypeName(spec.dtype),
+                                    ") is required but could not be found."));
+      }
+      const size_t before = values.size();
+      if (value->is_array()) {
+        for (const json::value& v : value->get_array()) {
+          COSESSION_RETURN_IF_ERROR(
+              AppendFeatureValue<T>(v, key, i, spec.dtype, values));
+        }
+      } else {
+        COSESSION_RETURN_IF_ERROR(
+            AppendFeatureValue<T>(*value, key, i, spec.dtype, values));
+      }
+      const int64_t count = static_cast<int64_t>(values.size() - before);
+      if (per_row < 0) per_row = count;
+      if (count != per_row) {
+        return Invalid(absl::StrCat(
+            "Name: <unknown>, Key: ", key, ", Index: ", i, ".  Number of ",
+            DTypeName(spec.dtype), " values != expected.  Values size: ", count,
+            " but output shape: ",
+            ShapeText(row_known ? row_dims : std::vector<int64_t>{per_row})));
+      }
+    }
+    std::vector<int64_t> dims{static_cast<int64_t>(examples.size())};
+    if (row_known) {
+      dims.insert(dims.end(), row_dims.begin(), row_dims.end());
+    } else {
+      dims.push_back(per_row);
+    }
+    Tensor t =
+        Tensor::Allocate(spec.dtype, TensorShape(absl::MakeConstSpan(dims)));
+    if constexpr (std::is_same_v<T, bool>) {
+      auto flat = t.mutable_flat<bool>();
+      for (size_t i = 0; i < values.size(); ++i) flat[i] = values[i];
+    } else if (!values.empty()) {
+      std::memcpy(t.raw_data(), values.data(), values.size() * sizeof(T));
+    }
+    return t;
+  });
+}
+
 // ---- writing ----
 
 template <typename T>
@@ -394,39 +638,14 @@ void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
 absl::StatusOr<PredictRequest> ParsePredictRequest(
     absl::string_view body,
     const std::map<std::string, Signature>& signatures) {
-  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
-    return Invalid("JSON Parse error: The document is empty");
-  }
-  json::parse_options options;
-  options.max_depth = 64;
-  boost::system::error_code ec;
-  json::value doc =
-      json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
-  if (ec) {
-    if (std::optional<std::string> rewritten =
-            WithNonFiniteTokensAsStrings(body)) {
-      boost::system::error_code rewritten_ec;
-      doc = json::parse(*rewritten, rewritten_ec, {}, options);
-      if (!rewritten_ec) ec = {};
-    }
-  }
-  if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
-  if (!doc.is_object()) {
-    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));
-  }
+  absl::StatusOr<json::value> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const json::value& doc = *parsed;
   const json::object& o = doc.get_object();
   PredictRequest request;
-  request.signature_name = kDefaultServingSignature;
-  if (const json::value* name = o.if_contains("signature_name")) {
-    if (!name->is_string()) {
-      return Invalid(absl::StrCat(
-          "JSON Value: ", Quoted(doc),
-          " not formatted correctly. 'signature_name' key must be a string "
-          "value."));
-    }
-    request.signature_name =
-        std::string(name->get_string().data(), name->get_string().size());
-  }
+  absl::StatusOr<std::string> signature_name = SignatureName(doc);
+  if (!signature_name.ok()) return signature_name.status();
+  request.signature_name = *std::move(signature_name);
   auto sig = signatures.find(request.signature_name);
   if (sig == signatures.end()) {
     return Invalid(absl::StrCat("Serving signature name: \"",
@@ -492,6 +711,183 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
   }
   out += "]}";
   return out;
+}
+
+absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
+    absl::string_view body, ExamplesMethod method,
+    const std::map<std::string, Signature>& signatures) {
+  absl::StatusOr<json::value> parsed = ParseBody(body);
+  if (!parsed.ok()) return parsed.status();
+  const json::value& doc = *parsed;
+  const json::object& o = doc.get_object();
+  ExamplesRequest request;
+  absl::StatusOr<std::string> signature_name = SignatureName(doc);
+  if (!signature_name.ok()) return signature_name.status();
+  request.signature_name = *std::move(signature_name);
+
+  const json::object* context = nullptr;
+  if (const json::value* c = o.if_contains("context")) {
+    if (!c->is_object()) {
+      return Invalid(absl::StrCat("Example must be JSON object but got JSON ",
+                                  JsonTypeName(*c)));
+    }
+    context = &c->get_object();
+  }
+  const json::value* examples = o.if_contains("examples");
+  const char* verb =
+      method == ExamplesMethod::kClassify ? "classify" : "regress";
+  if (examples == nullptr) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " When method is ",
+                                verb,
+                                ", key 'examples' is expected and was not "
+                                "found"));
+  }
+  if (!examples->is_array()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
+                                " Expecting 'examples' value to be an "
+                                "list/array"));
+  }
+  const json::array& list = examples->get_array();
+  if (list.empty()) {
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
+                                " 'examples' value is an empty array"));
+  }
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (!list[i].is_object()) {
+      return Invalid(absl::StrCat("Example must be JSON object but got JSON ",
+                                  JsonTypeName(list[i])));
+    }
+    if (context == nullptr) continue;
+    for (const auto& feature : list[i].get_object()) {
+      if (context->contains(feature.key())) {
+        return Invalid(absl::StrCat(
+            "Feature: ",
+            absl::string_view(feature.key().data(), feature.key().size()),
+            " is in both 'context' and example ", i,
+            ": a context's features must not appear in the examples"));
+      }
+    }
+  }
+
+  auto sig = signatures.find(request.signature_name);
+  if (sig == signatures.end()) {
+    return Invalid(absl::StrCat("No signature was found with name: ",
+                                request.signature_name));
+  }
+  COSESSION_RETURN_IF_ERROR(
+      CheckExamplesSignature(sig->first, sig->second, method));
+  for (const auto& [key, spec] : sig->second.inputs) {
+    absl::StatusOr<Tensor> t = FeatureTensor(key, spec, list, context);
+    if (!t.ok()) return t.status();
+    request.inputs.emplace(key, *std::move(t));
+  }
+  request.num_examples = static_cast<int64_t>(list.size());
+  return request;
+}
+
+absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
+                                                   const NamedTensors& outputs,
+                                                   int64_t num_examples) {
+  // A [batch, k] output of the run, checked as TensorFlow Serving checks it.
+  auto matrix = [&](const char* key, const char* what,
+                    std::initializer_list<DType> dtypes,
+                    const char* wanted) -> absl::StatusOr<const Tensor*> {
+    auto it = outputs.find(key);
+    if (it == outputs.end()) return nullptr;
+    const Tensor& t = it->second;
+    if (std::find(dtypes.begin(), dtypes.end(), t.dtype()) == dtypes.end()) {
+      return Invalid(absl::StrCat("Expected ", what, " Tensor of ", wanted,
+                                  ". Got: ", TfDTypeName(t.dtype())));
+    }
+    if (t.shape().dims() != 2) {
+      return Invalid(absl::StrCat("Expected ", what,
+                                  " Tensor of shape [batch_size, "
+                                  "num_classes]. Got: ",
+                                  t.shape().DebugString()));
+    }
+    if (t.shape().dim_size(0) != num_examples) {
+      return Invalid(absl::StrCat("Expected ", what, " output batch size of ",
+                                  num_examples,
+                                  ". Got: ", t.shape().dim_size(0)));
+    }
+    return &t;
+  };
+  std::string results;
+  if (method == ExamplesMethod::kClassify) {
+    absl::StatusOr<const Tensor*> classes =
+        matrix("classes", "classes", {DType::kInt64, DType::kInt32},
+               "integer labels (DT_INT64 or DT_INT32: cosession has no "
+               "DT_STRING)");
+    if (!classes.ok()) return classes.status();
+    absl::StatusOr<const Tensor*> scores =
+        matrix("scores", "scores", {DType::kFloat}, "DT_FLOAT");
+    if (!scores.ok()) return scores.status();
+    if (*classes == nullptr && *scores == nullptr) {
+      return Invalid(
+          "Expected classification signature outputs to contain at least one "
+          "of \"classes\" or \"scores\".");
+    }
+    if (*classes != nullptr && *scores != nullptr &&
+        (*classes)->shape().dim_size(1) != (*scores)->shape().dim_size(1)) {
+      return Invalid(absl::StrCat(
+          "Tensors class and score should match in dim_size(1). Got ",
+          (*classes)->shape().dim_size(1), " vs. ",
+          (*scores)->shape().dim_size(1)));
+    }
+    const int64_t k =
+        (*classes != nullptr ? *classes : *scores)->shape().dim_size(1);
+    results += '[';
+    for (int64_t i = 0; i < num_examples; ++i) {
+      if (i > 0) results += ',';
+      results += '[';
+      for (int64_t c = 0; c < k; ++c) {
+        if (c > 0) results += ',';
+        results += "[\"";
+        if (*classes != nullptr) {
+          VisitDType((*classes)->dtype(), [&]<typename T>() {
+            if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+              AppendNumber(results, (*classes)->flat<T>()[i * k + c]);
+            }
+          });
+        }
+        results += "\",";
+        AppendNumber(results, *scores != nullptr
+                                  ? (*scores)->flat<float>()[i * k + c]
+                                  : 0.0f);
+        results += ']';
+      }
+      results += ']';
+    }
+    results += ']';
+  } else {
+    auto it = outputs.find("outputs");
+    if (it == outputs.end()) {
+      return Invalid("No regression outputs found in the run's results");
+    }
+    const Tensor& t = it->second;
+    if (t.dtype() != DType::kFloat) {
+      return Invalid(absl::StrCat("Expected output Tensor of DT_FLOAT.  Got: ",
+                                  TfDTypeName(t.dtype())));
+    }
+    if (t.shape().dims() < 1 || t.shape().dim_size(0) != num_examples) {
+      return Invalid(absl::StrCat(
+          "Input batch size did not match output batch size: ", num_examples,
+          " vs. ", t.shape().dims() < 1 ? 0 : t.shape().dim_size(0)));
+    }
+    if (t.NumElements() != num_examples) {
+      return Invalid(absl::StrCat(
+          "Expected output Tensor shape to be either [batch_size] or "
+          "[batch_size, 1] but got ",
+          t.shape().DebugString()));
+    }
+    results += '[';
+    for (int64_t i = 0; i < num_examples; ++i) {
+      if (i > 0) results += ',';
+      AppendNumber(results, t.flat<float>()[i]);
+    }
+    results += ']';
+  }
+  return absl::StrCat("{\"results\":", results, ",\"result\":", results, "}");
 }
 
 std::string RenderErrorBody(absl::string_view message) {

@@ -1,6 +1,8 @@
-// The JSON bodies of TensorFlow Serving's REST predict API, to and from
-// tensors: what `POST /v1/models/{name}:predict` reads and answers.
+// The JSON bodies of TensorFlow Serving's REST API, to and from tensors:
+// what `POST /v1/models/{name}:predict`, `:classify` and `:regress` read
+// and answer.
 //
+// Predict:
 // Request (https://www.tensorflow.org/tfx/serving/api_rest):
 //   {"signature_name": "serving_default",        (optional)
 //    "instances": [<row>, <row>, ...]}           row format, or
@@ -24,11 +26,36 @@
 // TensorFlow Serving, the bare tokens NaN, Infinity and -Infinity are float
 // values in requests too.
 //
+// Classify and regress (TensorFlow Serving's tf.Example-based APIs):
+//   {"signature_name": "...",                     (optional)
+//    "context": {"<feature>": <value>|<list>},     (optional, every example's)
+//    "examples": [{"<feature>": <value>|<list>, ...}, ...]}
+// cosession has no string tensors, so no serialized tf.Example and no
+// parsing op: a classify or regress signature's inputs are the features
+// themselves. Each example's feature of an input's name becomes one row of
+// that input, as tf.io.parse_example with a FixedLenFeature of the input's
+// per-row shape would make it: a number or a flat list of as many numbers
+// as a row holds. Whole numbers are taken for float inputs; a decimal for
+// an integer input, a string, a nested list, null, or a feature missing
+// from both the example and the context is InvalidArgument naming the
+// feature and the example. Features the signature does not name are
+// ignored, as parse_example ignores them; a feature in both the context and
+// an example is an error (the API says it must not be).
+// Responses: {"results": [[["<label>", <score>], ...], ...]} (one list of
+// class label/score pairs per example) and {"results": [<value>, ...]}.
+// TensorFlow Serving's server and its documentation's example answer
+// "results", its documentation's format section says "result": the answer
+// carries both keys, so that clients written from either work.
+// Labels are the "classes" output's integers as decimal strings ("" when
+// the signature has no "classes"); scores the "scores" output (0 when it
+// has none).
+//
 // The parser is Boost.JSON's (already part of the Boost the project uses;
 // nesting is bounded at 64 levels). Thread safety: pure functions.
 #ifndef COSESSION_SERVING_REST_JSON_H_
 #define COSESSION_SERVING_REST_JSON_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -57,6 +84,31 @@ absl::StatusOr<PredictRequest> ParsePredictRequest(
 // response whose outputs have no batch dimension or different ones.
 absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
                                                   const NamedTensors& outputs);
+
+enum class ExamplesMethod { kClassify, kRegress };
+
+struct ExamplesRequest {
+  std::string signature_name{};
+  int64_t num_examples = 0;
+  NamedTensors inputs{};  // one per signature input, a row per example
+};
+
+// Parses a classify or regress body against the model's signatures. The
+// signature (default serving_default) must be of the method: otherwise
+// InvalidArgument "Expected classification signature method_name to be
+// tensorflow/serving/classify. Was: tensorflow/serving/predict", as
+// TensorFlow Serving answers; an unknown one is "No signature was found
+// with name: s".
+absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
+    absl::string_view body, ExamplesMethod method,
+    const std::map<std::string, Signature>& signatures);
+
+// The response body for a classify or regress signature's `outputs` over
+// `num_examples` examples. InvalidArgument (TensorFlow Serving's messages)
+// when the outputs do not have the dtypes and shapes the method needs.
+absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
+                                                   const NamedTensors& outputs,
+                                                   int64_t num_examples);
 
 // {"error": "<message>"}.
 std::string RenderErrorBody(absl::string_view message);

@@ -43,6 +43,33 @@ Json ShapeJson(const TensorShape& shape) {
   return dims;
 }
 
+// The outputs TensorFlow's classify and regress signatures have, so that a
+// server can answer those APIs from them.
+absl::Status CheckMethodOutputs(const std::string& sig_name,
+                                const ExportSignature& sig) {
+  const std::string where =
+      absl::StrCat("signature '", sig_name, "' (", sig.method_name, ")");
+  if (sig.method_name.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("signature '", sig_name, "' has an empty method_name"));
+  }
+  if (sig.method_name == kClassifyMethodName) {
+    for (const auto& [key, tensor] : sig.outputs) {
+      if (key != "classes" && key != "scores") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, " has output '", key,
+            "': a classification's outputs are \"classes\" and \"scores\""));
+      }
+    }
+  }
+  if (sig.method_name == kRegressMethodName &&
+      (sig.outputs.size() != 1 || !sig.outputs.contains("outputs"))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": a regression has one output, named \"outputs\""));
+  }
+  return absl::OkStatus();
+}
+
 // What an export writes, computed before any file is touched.
 struct ExportPlan {
   Json model;                     // model.json
@@ -74,6 +101,9 @@ absl::StatusOr<ExportPlan> PlanExport(
     if (sig_name.empty()) return invalid("a signature has an empty name");
     if (sig.outputs.empty()) {
       return invalid("signature '", sig_name, "' has no outputs");
+    }
+    if (absl::Status s = CheckMethodOutputs(sig_name, sig); !s.ok()) {
+      return invalid(s.message());
     }
     for (const auto* tensors : {&sig.inputs, &sig.outputs}) {
       for (const auto& [key, tensor] : *tensors) {
@@ -124,7 +154,7 @@ absl::StatusOr<ExportPlan> PlanExport(
                             {"shape", ShapeJson(out.shape())}};
       }
     }
-    signatures[sig_name] = Json{{"method_name", kPredictMethodName},
+    signatures[sig_name] = Json{{"method_name", sig.method_name},
                                 {"inputs", std::move(inputs)},
                                 {"outputs", std::move(outputs)}};
   }

@@ -48,14 +48,22 @@ namespace cosession {
 
 inline constexpr char kDefaultServingSignature[] = "serving_default";
 inline constexpr char kPredictMethodName[] = "tensorflow/serving/predict";
+inline constexpr char kClassifyMethodName[] = "tensorflow/serving/classify";
+inline constexpr char kRegressMethodName[] = "tensorflow/serving/regress";
 inline constexpr char kSavedModelGraphFile[] = "model.json";
 inline constexpr char kSavedModelVariablesFile[] = "variables.safetensors";
 
 // What ExportSavedModel is asked to write, per signature: tensors of the
-// graph being exported, by the names clients use.
+// graph being exported, by the names clients use, and the API the
+// signature answers (TensorFlow's method names). A classify signature's
+// outputs are "classes" (integer labels [batch, k]) and/or "scores" (float
+// [batch, k]); a regress signature's one output is "outputs" (float
+// [batch] or [batch, 1]). Their inputs are the examples' features by name
+// (serving/rest_json.h).
 struct ExportSignature {
   std::map<std::string, Output> inputs{};
   std::map<std::string, Output> outputs{};
+  std::string method_name = kPredictMethodName;
 };
 
 // One tensor of a loaded signature: where it is in the loaded graph, and
@@ -93,10 +101,11 @@ absl::StatusOr<int64_t> CheckSignatureInputs(
 // Writes <export_dir>/<version>/ from the graph of `session` and the values
 // its variables hold now (read in one run of `session`). Returns the
 // version's directory. InvalidArgument for no signature, a signature
-// without outputs, an empty name or tensor, or an op that cannot be written
-// (naming it: e.g. one with a host-object attr still needed by an output);
-// AlreadyExists when the version exists (a version, once written, never
-// changes under a server); I/O errors naming the path.
+// without outputs, a classify or regress signature whose outputs are not
+// the ones named above, an empty name or tensor, or an op that cannot be
+// written (naming it: e.g. one with a host-object attr still needed by an
+// output); AlreadyExists when the version exists (a version, once written,
+// never changes under a server); I/O errors naming the path.
 boost::asio::awaitable<absl::StatusOr<std::string>> ExportSavedModel(
     Session& session, std::map<std::string, ExportSignature> signatures,
     std::string export_dir, int64_t version);

@@ -99,6 +99,70 @@ CO_TEST(ModelServer, ServesStatusMetadataAndBothPredictFormats) {
   server->Stop();
 }
 
+// :classify and :regress over the signatures of those methods, straight on
+// the session and through the batching queue.
+CO_TEST(ModelServer, ClassifyAndRegressAnswerFromTheirSignatures) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportEveryApiModel(dir.path(), 1, 2.0f));
+  for (bool batching : {false, true}) {
+    ModelServerOptions options = Options(dir);
+    options.enable_batching = batching;
+    options.batching.max_batch_size = 8;
+    auto server = co_await Started(options);
+    CO_ASSERT_TRUE(server != nullptr);
+    HttpReply classified =
+        co_await server->Handle("POST", "/v1/models/m:classify",
+                                R"({"signature_name": "classification",
+            "examples": [{"x": [1, 2]}, {"x": [0.5, -1]}]})");
+    EXPECT_EQ(classified.status, 200u) << classified.body;
+    EXPECT_EQ(Parsed(classified).at("results"),
+              json::parse(R"([[["0", 2.0], ["1", 4.0]],
+                              [["0", 1.0], ["1", -2.0]]])"))
+        << classified.body;
+    EXPECT_EQ(Parsed(classified).at("result"),
+              Parsed(classified).at("results"));
+    HttpReply regressed = co_await server->Handle(
+        "POST", "/v1/models/m/versions/1:regress",
+        R"({"signature_name": "regression", "context": {"x": [1, 2]},
+            "examples": [{}, {}, {}]})");
+    EXPECT_EQ(regressed.status, 200u) << regressed.body;
+    EXPECT_EQ(Parsed(regressed).at("results"), json::parse("[6.0, 6.0, 6.0]"))
+        << regressed.body;
+    // A signature of another method, and a feature the model lacks.
+    HttpReply wrong = co_await server->Handle(
+        "POST", "/v1/models/m:regress",
+        R"({"signature_name": "classification", "examples": [{"x": [1, 2]}]})");
+    EXPECT_EQ(wrong.status, 400u) << wrong.body;
+    HttpReply missing = co_await server->Handle(
+        "POST", "/v1/models/m:classify",
+        R"({"signature_name": "classification", "examples": [{"y": 1}]})");
+    EXPECT_EQ(missing.status, 400u);
+    EXPECT_TRUE(
+        absl::StrContains(missing.body, "Feature: x (data type: float)"))
+        << missing.body;
+    HttpReply metrics =
+        co_await server->Handle("GET", ModelServer::kPrometheusPath, "");
+    EXPECT_TRUE(absl::StrContains(metrics.body,
+                                  "request_latency_count{model_name=\"m\","
+                                  "API=\"classify\",entrypoint=\"REST\"} 1"))
+        << metrics.body;
+    EXPECT_TRUE(absl::StrContains(metrics.body,
+                                  "request_latency_count{model_name=\"m\","
+                                  "API=\"regress\",entrypoint=\"REST\"} 1"))
+        << metrics.body;
+    HttpReply metadata =
+        co_await server->Handle("GET", "/v1/models/m/metadata", "");
+    EXPECT_EQ(Parsed(metadata)
+                  .at("metadata")
+                  .at("signature_def")
+                  .at("signature_def")
+                  .at("regression")
+                  .at("method_name"),
+              "tensorflow/serving/regress");
+    server->Stop();
+  }
+}
+
 CO_TEST(ModelServer, ErrorsAreTensorFlowServingsCodesAndMessages) {
   ScratchDir dir;
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 3, 2.0f, false));
@@ -136,7 +200,14 @@ CO_TEST(ModelServer, ErrorsAreTensorFlowServingsCodesAndMessages) {
       {"GET", "/v1/models", "", 400, "Missing model name in request."},
       {"POST", "/v1/models/m/labels/stable:predict", "{}", 400,
        "Unrecognized servable version label: stable"},
-      {"POST", "/v1/models/m:classify", "{}", 501, "not implemented"},
+      {"POST", "/v1/models/m:classify", "{}", 400,
+       "When method is classify, key 'examples' is expected"},
+      // serving_default is a predict signature: TF Serving's answer.
+      {"POST", "/v1/models/m:classify", R"({"examples": [{"x": [1, 2]}]})", 400,
+       "Expected classification signature method_name to be "
+       "tensorflow/serving/classify. Was: tensorflow/serving/predict"},
+      {"POST", "/v1/models/m:regress", R"({"examples": [{"x": [1, 2]}]})", 400,
+       "Expected regression signature method_name"},
       {"POST", "/v1/models/m/versions/99999999999999999999:predict", "{}", 400,
        "Failed to convert version"},
       {"GET", "/v2/models/m", "", 404, "Not found"},

@@ -555,6 +555,32 @@ CO_TEST(SavedModel, ExportRefusesBadSignaturesNamingThem) {
   auto empty = co_await ExportSavedModel(session, no_outputs, dir.path(), 1);
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(absl::StrContains(empty.status().message(), "'predict'"));
+  // A classification's outputs are "classes" and "scores"; a regression's
+  // one output is "outputs": what a server's :classify and :regress read.
+  std::map<std::string, ExportSignature> misnamed_classes{
+      {"c",
+       {.inputs = {{"x", m.features}},
+        .outputs = {{"probabilities", m.probabilities}},
+        .method_name = kClassifyMethodName}}};
+  auto classify =
+      co_await ExportSavedModel(session, misnamed_classes, dir.path(), 1);
+  EXPECT_EQ(classify.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(classify.status().message(),
+                                "signature 'c' (tensorflow/serving/classify) "
+                                "has output 'probabilities'"))
+      << classify.status();
+  std::map<std::string, ExportSignature> misnamed_regression{
+      {"r",
+       {.inputs = {{"x", m.features}},
+        .outputs = {{"y", m.probabilities}},
+        .method_name = kRegressMethodName}}};
+  auto regress =
+      co_await ExportSavedModel(session, misnamed_regression, dir.path(), 1);
+  EXPECT_EQ(regress.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(regress.status().message(),
+                                "a regression has one output, named "
+                                "\"outputs\""))
+      << regress.status();
   // Variables never initialised: the read fails and nothing is written.
   auto uninitialized =
       co_await ExportSavedModel(session, ServingSignature(m), dir.path(), 1);
