@@ -13,7 +13,8 @@
 //        localhost:8501/v1/models/digits:classify
 //
 // The flags are tensorflow_model_server's: --rest_api_port (8501; 0 here
-// means any free port, printed), --model_name, --model_base_path,
+// means any free port, printed), --model_name, --model_base_path or
+// --model_config_file (several models, version policies and labels),
 // --enable_batching with --batching_parameters_file (its text format),
 // --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000).
 // The highest version under --model_base_path is served; a higher one
@@ -37,6 +38,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -48,6 +50,7 @@
 #include "cosession/serving/batching_parameters.h"
 #include "cosession/serving/http_server.h"
 #include "cosession/serving/model_server.h"
+#include "cosession/serving/model_server_config.h"
 #include "examples/strict_flags.h"
 
 ABSL_FLAG(int32_t, rest_api_port, 8501,
@@ -59,6 +62,11 @@ ABSL_FLAG(std::string, model_name, "default",
 ABSL_FLAG(std::string, model_base_path, "",
           "Directory of the model's versions (subdirectories named by "
           "number, as cosession_train --export_dir writes them)");
+ABSL_FLAG(std::string, model_config_file, "",
+          "A ModelServerConfig text proto (model_config_list { config { "
+          "name: ... base_path: ... } ... }) naming the models to serve, "
+          "their version policies and labels; replaces --model_name and "
+          "--model_base_path");
 ABSL_FLAG(bool, enable_batching, false,
           "Merge concurrent requests into batches (BatchingSession)");
 ABSL_FLAG(std::string, batching_parameters_file, "",
@@ -101,8 +109,26 @@ absl::StatusOr<Flags> ReadFlags() {
     return FlagError("model_name", "must be non-empty, without '/' or ':'");
   }
   f.model.model_base_path = absl::GetFlag(FLAGS_model_base_path);
-  if (f.model.model_base_path.empty()) {
-    return FlagError("model_base_path", "is required");
+  const std::string config_file = absl::GetFlag(FLAGS_model_config_file);
+  if (!config_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFileToString(config_file);
+    if (!text.ok()) {
+      return FlagError("model_config_file", text.status().message());
+    }
+    absl::StatusOr<std::vector<ModelConfig>> configs =
+        ParseModelServerConfig(*text, config_file);
+    if (!configs.ok()) {
+      return FlagError("model_config_file", configs.status().message());
+    }
+    f.model.model_config_list = *std::move(configs);
+    if (!f.model.model_base_path.empty()) {
+      // TensorFlow Serving takes the file too; say which one wins.
+      std::fprintf(stderr,
+                   "cosession_serve: --model_base_path is not used: "
+                   "--model_config_file names the models\n");
+    }
+  } else if (f.model.model_base_path.empty()) {
+    return FlagError("model_base_path", "is required (or --model_config_file)");
   }
   f.model.enable_batching = absl::GetFlag(FLAGS_enable_batching);
   const std::string batching_file =
@@ -167,10 +193,17 @@ asio::awaitable<int> Serve(Flags f, bool* drained) {
   }
   HttpServer& http = **listening;
   http.Start();
-  Say(absl::StrCat("cosession_serve: serving model '", f.model.model_name,
-                   "' version ", model->serving_version(), " from ",
-                   f.model.model_base_path, " at http://", f.http.address, ":",
-                   http.port(), "/v1/models/", f.model.model_name));
+  std::vector<ModelConfig> served = f.model.model_config_list;
+  if (served.empty()) {
+    served.push_back(
+        {.name = f.model.model_name, .base_path = f.model.model_base_path});
+  }
+  for (const ModelConfig& config : served) {
+    Say(absl::StrCat("cosession_serve: serving model '", config.name,
+                     "' version ", model->serving_version(config.name),
+                     " from ", config.base_path, " at http://", f.http.address,
+                     ":", http.port(), "/v1/models/", config.name));
+  }
   auto [ec, signal] =
       co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
   Say(absl::StrCat("cosession_serve: ", strsignal(signal),

@@ -1,5 +1,6 @@
 #include "cosession/serving/model_server.h"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -266,13 +267,17 @@ struct ModelServer::Metrics {
     double sum_us = 0;
     int64_t count = 0;
   };
-  std::map<std::string, int64_t> requests_by_status;
-  // By API (predict, classify, regress); predict's is there from the start,
-  // as a scraper expects it.
-  std::map<std::string, Latency> latency_by_api{{"predict", Latency{}}};
+  // By (model, status code) and (model, API: predict, classify, regress);
+  // each model's predict histogram is there from the start, as a scraper
+  // expects it.
+  std::map<std::pair<std::string, std::string>, int64_t> requests_by_status;
+  std::map<std::pair<std::string, std::string>, Latency> latency_by_api;
 
-  void Record(absl::StatusCode code) { ++requests_by_status[CodeName(code)]; }
-  void RecordLatency(const std::string& api, std::chrono::nanoseconds took) {
+  void Record(const std::string& model, absl::StatusCode code) {
+    ++requests_by_status[{model, CodeName(code)}];
+  }
+  void RecordLatency(const std::string& model, const std::string& api,
+                     std::chrono::nanoseconds took) {
     const double us = std::chrono::duration<double, std::micro>(took).count();
     int bucket = 0;
     double limit = 10;
@@ -280,7 +285,7 @@ struct ModelServer::Metrics {
       ++bucket;
       limit *= 1.8;
     }
-    Latency& latency = latency_by_api[api];
+    Latency& latency = latency_by_api[{model, api}];
     ++latency.buckets[bucket];
     latency.sum_us += us;
     ++latency.count;
@@ -299,42 +304,56 @@ ModelServer::~ModelServer() = default;
 
 asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
 ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
-  if (options.model_base_path.empty()) {
-    co_return absl::InvalidArgumentError("--model_base_path is required");
-  }
-  if (options.model_name.empty()) {
-    co_return absl::InvalidArgumentError("--model_name must not be empty");
+  std::vector<ModelConfig> configs = options.model_config_list;
+  if (configs.empty()) {
+    if (options.model_base_path.empty()) {
+      co_return absl::InvalidArgumentError("--model_base_path is required");
+    }
+    if (options.model_name.empty()) {
+      co_return absl::InvalidArgumentError("--model_name must not be empty");
+    }
+    configs.push_back(
+        {.name = options.model_name, .base_path = options.model_base_path});
   }
   asio::any_io_executor executor = co_await asio::this_coro::executor;
   std::shared_ptr<ModelServer> server(
       new ModelServer(std::move(options), runtime, executor));
-  const ModelServerOptions& o = server->options_;
-  absl::StatusOr<std::vector<int64_t>> versions =
-      ListSavedModelVersions(o.model_base_path);
-  if (!versions.ok()) {
-    co_return absl::NotFoundError(absl::StrCat(
-        "Could not find base path ", o.model_base_path, " for servable ",
-        o.model_name, ": ", versions.status().message()));
+  for (ModelConfig& config : configs) {
+    auto model = std::make_unique<Model>();
+    model->config = std::move(config);
+    Model& m = *model;
+    server->models_.emplace(m.config.name, std::move(model));
+    server->metrics_->latency_by_api.try_emplace({m.config.name, "predict"});
+    const std::string& name = m.config.name;
+    absl::StatusOr<std::vector<int64_t>> versions =
+        ListSavedModelVersions(m.config.base_path);
+    if (!versions.ok()) {
+      co_return absl::NotFoundError(absl::StrCat(
+          "Could not find base path ", m.config.base_path, " for servable ",
+          name, ": ", versions.status().message()));
+    }
+    if (VersionsToServe(m.config.version_policy, *versions).empty()) {
+      co_return absl::NotFoundError(absl::StrCat(
+          "no version of servable ", name, " under ", m.config.base_path,
+          versions->empty() ? ": name each version's directory by its number, "
+                              "e.g. " +
+                                  JoinPath(m.config.base_path, "1")
+                            : " is one its model_version_policy serves"));
+    }
+    if (absl::Status loaded = co_await server->LoadWanted(m, *versions);
+        !loaded.ok()) {
+      co_return loaded;
+    }
+    for (const auto& [label, version] : m.config.version_labels) {
+      if (!m.served.contains(version)) {
+        co_return absl::InvalidArgumentError(
+            absl::StrCat("Request to assign label '", label, "' to version ",
+                         version, " of model ", name,
+                         ", which is not currently available for inference"));
+      }
+    }
   }
-  if (versions->empty()) {
-    co_return absl::NotFoundError(absl::StrCat(
-        "no version of servable ", o.model_name, " under ", o.model_base_path,
-        ": name each version's directory by its number, e.g. ",
-        JoinPath(o.model_base_path, "1")));
-  }
-  const int64_t version = versions->back();
-  server->states_[version] = {"LOADING", absl::OkStatus()};
-  absl::StatusOr<std::shared_ptr<ServedVersion>> loaded =
-      co_await server->Load(version);
-  if (!loaded.ok()) {
-    co_return absl::Status(
-        loaded.status().code(),
-        absl::StrCat("servable ", o.model_name, " version ", version,
-                     " did not load: ", loaded.status().message()));
-  }
-  server->current_ = *std::move(loaded);
-  server->states_[version] = {"AVAILABLE", absl::OkStatus()};
-  if (o.file_system_poll_wait.count() > 0) {
+  if (server->options_.file_system_poll_wait.count() > 0) {
     asio::co_spawn(executor, server->PollLoop(), [](std::exception_ptr error) {
       if (error) {
         std::fprintf(stderr,
@@ -346,17 +365,41 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
   co_return server;
 }
 
+asio::awaitable<absl::Status> ModelServer::LoadWanted(
+    Model& model, const std::vector<int64_t>& available) {
+  absl::Status first_error;
+  for (int64_t version :
+       VersionsToServe(model.config.version_policy, available)) {
+    if (model.states.contains(version)) continue;  // served, or tried
+    model.states[version] = {"LOADING", absl::OkStatus()};
+    absl::StatusOr<std::shared_ptr<ServedVersion>> loaded =
+        co_await Load(model.config.name, version);
+    if (!loaded.ok()) {
+      const absl::Status error(
+          loaded.status().code(),
+          absl::StrCat("servable ", model.config.name, " version ", version,
+                       " did not load: ", loaded.status().message()));
+      model.states[version] = {"END", error};
+      if (first_error.ok()) first_error = error;
+      continue;
+    }
+    model.served[version] = *std::move(loaded);
+    model.states[version] = {"AVAILABLE", absl::OkStatus()};
+  }
+  co_return first_error;
+}
+
 asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer::ServedVersion>>>
-ModelServer::Load(int64_t version) {
+ModelServer::Load(const std::string& model, int64_t version) {
   const std::string path =
-      JoinPath(options_.model_base_path, absl::StrCat(version));
+      JoinPath(models_.at(model)->config.base_path, absl::StrCat(version));
   // The files are read and parsed on the pool, not on the event loop.
-  absl::StatusOr<std::unique_ptr<SavedModel>> model = co_await asio::co_spawn(
+  absl::StatusOr<std::unique_ptr<SavedModel>> saved = co_await asio::co_spawn(
       runtime_.executor(), LoadSavedModel(path, runtime_), asio::use_awaitable);
-  if (!model.ok()) co_return model.status();
+  if (!saved.ok()) co_return saved.status();
   auto served = std::make_unique<ServedVersion>();
   served->version = version;
-  served->model = std::shared_ptr<SavedModel>(*std::move(model));
+  served->model = std::shared_ptr<SavedModel>(*std::move(saved));
   if (options_.enable_batching) {
     for (const auto& [name, signature] : served->model->signatures) {
       absl::StatusOr<std::unique_ptr<BatchingSession>> batcher =
@@ -370,19 +413,21 @@ ModelServer::Load(int64_t version) {
   std::weak_ptr<ModelServer> weak = weak_from_this();
   asio::any_io_executor executor = executor_;
   co_return std::shared_ptr<ServedVersion>(
-      served.release(), [weak, executor, version](ServedVersion* v) {
+      served.release(), [weak, executor, model, version](ServedVersion* v) {
         delete v;
-        asio::post(executor, [weak, version] {
+        asio::post(executor, [weak, model, version] {
           if (std::shared_ptr<ModelServer> server = weak.lock()) {
-            server->Retire(version);
+            server->Retire(model, version);
           }
         });
       });
 }
 
-void ModelServer::Retire(int64_t version) {
-  auto it = states_.find(version);
-  if (it != states_.end() && it->second.state == "UNLOADING") {
+void ModelServer::Retire(const std::string& model, int64_t version) {
+  auto m = models_.find(model);
+  if (m == models_.end()) return;
+  auto it = m->second->states.find(version);
+  if (it != m->second->states.end() && it->second.state == "UNLOADING") {
     it->second.state = "END";
   }
 }
@@ -401,28 +446,37 @@ asio::awaitable<void> ModelServer::PollLoop() {
 asio::awaitable<void> ModelServer::PollNow() {
   if (polling_ || stopped_) co_return;
   polling_ = true;
-  absl::StatusOr<std::vector<int64_t>> versions =
-      ListSavedModelVersions(options_.model_base_path);
-  const int64_t serving = serving_version();
-  if (versions.ok() && !versions->empty() && versions->back() > serving &&
-      !states_.contains(versions->back())) {
-    const int64_t version = versions->back();
-    states_[version] = {"LOADING", absl::OkStatus()};
-    absl::StatusOr<std::shared_ptr<ServedVersion>> loaded =
-        co_await Load(version);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "cosession_serve: version %lld did not load: %s\n",
-                   static_cast<long long>(version),
-                   loaded.status().ToString().c_str());
-      states_[version] = {"END", loaded.status()};
-    } else {
-      states_[version] = {"AVAILABLE", absl::OkStatus()};
-      if (current_ != nullptr) {
-        states_[current_->version] = {"UNLOADING", absl::OkStatus()};
+  for (auto& [name, model] : models_) {
+    Model& m = *model;
+    absl::StatusOr<std::vector<int64_t>> versions =
+        ListSavedModelVersions(m.config.base_path);
+    if (!versions.ok() || versions->empty()) continue;
+    const std::vector<int64_t> wanted =
+        VersionsToServe(m.config.version_policy, *versions);
+    const size_t served_before = m.served.size();
+    const int64_t highest_before =
+        m.served.empty() ? -1 : m.served.rbegin()->first;
+    if (absl::Status loaded = co_await LoadWanted(m, *versions); !loaded.ok()) {
+      std::fprintf(stderr, "cosession_serve: %s\n", loaded.ToString().c_str());
+    }
+    // Unloads only once a wanted version serves: never no version at all.
+    bool wanted_served = false;
+    for (int64_t v : wanted)
+      wanted_served = wanted_served || m.served.contains(v);
+    if (!wanted_served) continue;
+    for (auto it = m.served.begin(); it != m.served.end();) {
+      if (std::find(wanted.begin(), wanted.end(), it->first) != wanted.end()) {
+        ++it;
+        continue;
       }
-      current_ = *std::move(loaded);  // the old one goes with its requests
-      std::fprintf(stderr, "cosession_serve: serving version %lld\n",
-                   static_cast<long long>(version));
+      m.states[it->first] = {"UNLOADING", absl::OkStatus()};
+      it = m.served.erase(it);  // the version goes with its last request
+    }
+    if (m.served.size() != served_before ||
+        m.served.rbegin()->first != highest_before) {
+      std::fprintf(stderr, "cosession_serve: serving %s version %lld\n",
+                   name.c_str(),
+                   static_cast<long long>(m.served.rbegin()->first));
     }
   }
   polling_ = false;
@@ -433,8 +487,41 @@ void ModelServer::Stop() {
   poll_timer_.cancel();
 }
 
-int64_t ModelServer::serving_version() const {
-  return current_ != nullptr ? current_->version : -1;
+int64_t ModelServer::serving_version(const std::string& model) const {
+  auto it = model.empty() ? models_.begin() : models_.find(model);
+  if (it == models_.end() || it->second->served.empty()) return -1;
+  return it->second->served.rbegin()->first;
+}
+
+absl::StatusOr<std::shared_ptr<ModelServer::ServedVersion>>
+ModelServer::Resolve(const std::string& name, std::optional<int64_t> version,
+                     const std::optional<std::string>& label) const {
+  auto model = models_.find(name);
+  if (model == models_.end()) {
+    return absl::NotFoundError(ServableNotFound(name, version));
+  }
+  const Model& m = *model->second;
+  if (label) {
+    auto labelled = m.config.version_labels.find(*label);
+    if (labelled == m.config.version_labels.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Unrecognized servable version label: ", *label));
+    }
+    version = labelled->second;
+  }
+  if (version) {
+    auto it = m.served.find(*version);
+    if (it == m.served.end()) {
+      return absl::NotFoundError(ServableNotFound(name, version));
+    }
+    return it->second;
+  }
+  if (m.served.empty()) return absl::NotFoundError(ServableNotFound(name, {}));
+  return m.served.rbegin()->second;
+}
+
+std::string ModelServer::MetricsModel(const std::string& name) const {
+  return models_.contains(name) ? name : std::string();
 }
 
 asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
@@ -467,6 +554,11 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
     }
     version = v;
   }
+  std::optional<std::string> label;
+  if (parts->label) {
+    label = UrlDecode(*parts->label);
+    if (!label) co_return ErrorReply(malformed);
+  }
   if (method == "GET") {
     if (!name) {
       co_return ErrorReply(
@@ -474,35 +566,27 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
     }
     // As TensorFlow Serving: the verb compares case-sensitively, and a
     // status request ignores a label.
-    if (parts->verb == "metadata") {
-      if (parts->label) {
-        co_return ErrorReply(absl::InvalidArgumentError(absl::StrCat(
-            "Unrecognized servable version label: ", *parts->label)));
-      }
-      co_return Metadata(*name, version);
-    }
+    if (parts->verb == "metadata") co_return Metadata(*name, version, label);
     co_return Status(*name, version);
   }
   const std::string& verb = parts->verb;
   if (verb != "predict" && verb != "classify" && verb != "regress") {
     co_return ErrorReply(malformed);
   }
-  if (parts->label) {
-    co_return ErrorReply(absl::InvalidArgumentError(
-        absl::StrCat("Unrecognized servable version label: ", *parts->label)));
-  }
-  co_return co_await Predict(*std::move(name), version, verb, std::move(body));
+  co_return co_await Predict(*std::move(name), version, std::move(label), verb,
+                             std::move(body));
 }
 
 HttpReply ModelServer::Status(const std::string& name,
                               std::optional<int64_t> version) {
-  if (name != options_.model_name) {
-    metrics_->Record(absl::StatusCode::kNotFound);
+  auto model = models_.find(name);
+  if (model == models_.end()) {
+    metrics_->Record("", absl::StatusCode::kNotFound);
     return ErrorReply(absl::NotFoundError(
         absl::StrCat("Could not find any versions of model ", name)));
   }
   json::array list;
-  for (const auto& [v, state] : states_) {
+  for (const auto& [v, state] : model->second->states) {
     if (version && v != *version) continue;
     list.push_back(json::object{
         {"version", absl::StrCat(v)},
@@ -512,24 +596,26 @@ HttpReply ModelServer::Status(const std::string& name,
                                  std::string(state.status.message())}}}});
   }
   if (version && list.empty()) {
-    metrics_->Record(absl::StatusCode::kNotFound);
+    metrics_->Record(name, absl::StatusCode::kNotFound);
     return ErrorReply(absl::NotFoundError(
         absl::StrCat("Could not find version ", *version, " of model ", name)));
   }
-  metrics_->Record(absl::StatusCode::kOk);
+  metrics_->Record(name, absl::StatusCode::kOk);
   return JsonReply(
       200,
       json::serialize(json::object{{"model_version_status", std::move(list)}}));
 }
 
 HttpReply ModelServer::Metadata(const std::string& name,
-                                std::optional<int64_t> version) {
-  std::shared_ptr<ServedVersion> served = current_;
-  if (name != options_.model_name || served == nullptr ||
-      (version && *version != served->version)) {
-    metrics_->Record(absl::StatusCode::kNotFound);
-    return ErrorReply(absl::NotFoundError(ServableNotFound(name, version)));
+                                std::optional<int64_t> version,
+                                const std::optional<std::string>& label) {
+  absl::StatusOr<std::shared_ptr<ServedVersion>> resolved =
+      Resolve(name, version, label);
+  if (!resolved.ok()) {
+    metrics_->Record(MetricsModel(name), resolved.status().code());
+    return ErrorReply(resolved.status());
   }
+  const std::shared_ptr<ServedVersion>& served = *resolved;
   json::object signatures;
   for (const auto& [sig_name, sig] : served->model->signatures) {
     json::object inputs, outputs;
@@ -540,7 +626,7 @@ HttpReply ModelServer::Metadata(const std::string& name,
                                         {"method_name", sig.method_name},
                                         {"defaults", json::object{}}};
   }
-  metrics_->Record(absl::StatusCode::kOk);
+  metrics_->Record(name, absl::StatusCode::kOk);
   return JsonReply(
       200, json::serialize(json::object{
                {"model_spec",
@@ -592,19 +678,20 @@ asio::awaitable<absl::StatusOr<NamedTensors>> ModelServer::RunSignature(
   co_return named;
 }
 
-asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
-                                                std::optional<int64_t> version,
-                                                std::string verb,
-                                                std::string body) {
+asio::awaitable<HttpReply> ModelServer::Predict(
+    std::string name, std::optional<int64_t> version,
+    std::optional<std::string> label, std::string verb, std::string body) {
   const SteadyClock::time_point start = SteadyClock::now();
+  const std::string metrics_model = MetricsModel(name);
   // Held until the answer: a version switch leaves this request on the
   // version it started on.
-  std::shared_ptr<ServedVersion> served = current_;
-  if (name != options_.model_name || served == nullptr ||
-      (version && *version != served->version)) {
-    metrics_->Record(absl::StatusCode::kNotFound);
-    co_return ErrorReply(absl::NotFoundError(ServableNotFound(name, version)));
+  absl::StatusOr<std::shared_ptr<ServedVersion>> resolved =
+      Resolve(name, version, label);
+  if (!resolved.ok()) {
+    metrics_->Record(metrics_model, resolved.status().code());
+    co_return ErrorReply(resolved.status());
   }
+  std::shared_ptr<ServedVersion> served = *std::move(resolved);
   const std::map<std::string, Signature>& signatures =
       served->model->signatures;
   std::string signature_name;
@@ -615,7 +702,7 @@ asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
     absl::StatusOr<PredictRequest> request =
         ParsePredictRequest(body, signatures);
     if (!request.ok()) {
-      metrics_->Record(request.status().code());
+      metrics_->Record(metrics_model, request.status().code());
       co_return ErrorReply(request.status());
     }
     signature_name = std::move(request->signature_name);
@@ -629,7 +716,7 @@ asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
     absl::StatusOr<ExamplesRequest> request =
         ParseExamplesRequest(body, method, signatures);
     if (!request.ok()) {
-      metrics_->Record(request.status().code());
+      metrics_->Record(metrics_model, request.status().code());
       co_return ErrorReply(request.status());
     }
     signature_name = std::move(request->signature_name);
@@ -641,30 +728,31 @@ asio::awaitable<HttpReply> ModelServer::Predict(std::string name,
   absl::StatusOr<NamedTensors> outputs = co_await RunSignature(
       served, std::move(signature_name), std::move(inputs));
   if (!outputs.ok()) {
-    metrics_->Record(outputs.status().code());
+    metrics_->Record(metrics_model, outputs.status().code());
     co_return ErrorReply(outputs.status());
   }
   absl::StatusOr<std::string> rendered = render(*outputs);
   if (!rendered.ok()) {
-    metrics_->Record(rendered.status().code());
+    metrics_->Record(metrics_model, rendered.status().code());
     co_return ErrorReply(rendered.status());
   }
-  metrics_->Record(absl::StatusCode::kOk);
-  metrics_->RecordLatency(verb, SteadyClock::now() - start);
+  metrics_->Record(metrics_model, absl::StatusCode::kOk);
+  metrics_->RecordLatency(metrics_model, verb, SteadyClock::now() - start);
   co_return JsonReply(200, *std::move(rendered));
 }
 
 HttpReply ModelServer::PrometheusText() const {
-  const std::string model = LabelValue(options_.model_name);
   std::string out = "# TYPE :tensorflow:serving:request_count counter\n";
-  for (const auto& [code, count] : metrics_->requests_by_status) {
+  for (const auto& [key, count] : metrics_->requests_by_status) {
     absl::StrAppend(&out, ":tensorflow:serving:request_count{model_name=\"",
-                    model, "\",status=\"", code, "\"} ", count, "\n");
+                    LabelValue(key.first), "\",status=\"", key.second, "\"} ",
+                    count, "\n");
   }
   out += "# TYPE :tensorflow:serving:request_latency histogram\n";
-  for (const auto& [api, latency] : metrics_->latency_by_api) {
-    const std::string latency_labels = absl::StrCat(
-        "model_name=\"", model, "\",API=\"", api, "\",entrypoint=\"REST\"");
+  for (const auto& [key, latency] : metrics_->latency_by_api) {
+    const std::string latency_labels =
+        absl::StrCat("model_name=\"", LabelValue(key.first), "\",API=\"",
+                     key.second, "\",entrypoint=\"REST\"");
     int64_t cumulative = 0;
     double limit = 10;
     for (int i = 0; i <= kLatencyBuckets; ++i) {
@@ -680,45 +768,61 @@ HttpReply ModelServer::PrometheusText() const {
                     ":tensorflow:serving:request_latency_count{",
                     latency_labels, "} ", latency.count, "\n");
   }
-  if (current_ != nullptr && !current_->batchers.empty()) {
-    out +=
-        "# TYPE :tensorflow:serving:batching_session:processed_batch_size "
-        "histogram\n";
-    std::map<int64_t, int64_t> sizes;
-    int64_t queued = 0, batches = 0, rows = 0, cancelled = 0;
-    for (const auto& [name, batcher] : current_->batchers) {
-      const BatchingStats stats = batcher->stats();
-      for (const auto& [size, count] : stats.batch_sizes) {
-        sizes[size] += count;
-        rows += size * count;
-      }
-      batches += stats.batches;
-      queued += stats.queued_requests;
-      cancelled += stats.cancelled;
-    }
-    int64_t below = 0;
-    for (const auto& [size, count] : sizes) {
-      below += count;
-      absl::StrAppend(&out,
-                      ":tensorflow:serving:batching_session:processed_batch_"
-                      "size_bucket{le=\"",
-                      size, "\"} ", below, "\n");
-    }
-    absl::StrAppend(
-        &out,
-        ":tensorflow:serving:batching_session:processed_batch_size_bucket{le="
-        "\"+Inf\"} ",
-        batches, "\n",
-        ":tensorflow:serving:batching_session:processed_batch_size_sum{} ",
-        rows, "\n",
-        ":tensorflow:serving:batching_session:processed_batch_size_count{} ",
-        batches, "\n", "# TYPE :cosession:serving:batching_queue_depth gauge\n",
-        ":cosession:serving:batching_queue_depth{model_name=\"", model, "\"} ",
-        queued, "\n",
-        "# TYPE :cosession:serving:batching_cancelled_requests counter\n",
-        ":cosession:serving:batching_cancelled_requests{model_name=\"", model,
-        "\"} ", cancelled, "\n");
+  if (!options_.enable_batching) {
+    HttpReply reply;
+    reply.content_type = "text/plain; version=0.0.4";
+    reply.body = std::move(out);
+    return reply;
   }
+  // Batch sizes over every served version; the queue per model.
+  std::map<int64_t, int64_t> sizes;
+  int64_t batches = 0, rows = 0;
+  std::string depths, cancellations;  // one family each, grouped
+  for (const auto& [name, model] : models_) {
+    int64_t queued = 0, cancelled = 0;
+    for (const auto& [version, served] : model->served) {
+      for (const auto& [signature, batcher] : served->batchers) {
+        const BatchingStats stats = batcher->stats();
+        for (const auto& [size, count] : stats.batch_sizes) {
+          sizes[size] += count;
+          rows += size * count;
+        }
+        batches += stats.batches;
+        queued += stats.queued_requests;
+        cancelled += stats.cancelled;
+      }
+    }
+    const std::string label = LabelValue(name);
+    absl::StrAppend(&depths,
+                    ":cosession:serving:batching_queue_depth{model_name=\"",
+                    label, "\"} ", queued, "\n");
+    absl::StrAppend(&cancellations,
+                    ":cosession:serving:batching_cancelled_requests{model_"
+                    "name=\"",
+                    label, "\"} ", cancelled, "\n");
+  }
+  out +=
+      "# TYPE :tensorflow:serving:batching_session:processed_batch_size "
+      "histogram\n";
+  int64_t below = 0;
+  for (const auto& [size, count] : sizes) {
+    below += count;
+    absl::StrAppend(&out,
+                    ":tensorflow:serving:batching_session:processed_batch_"
+                    "size_bucket{le=\"",
+                    size, "\"} ", below, "\n");
+  }
+  absl::StrAppend(
+      &out,
+      ":tensorflow:serving:batching_session:processed_batch_size_bucket{le="
+      "\"+Inf\"} ",
+      batches, "\n",
+      ":tensorflow:serving:batching_session:processed_batch_size_sum{} ", rows,
+      "\n",
+      ":tensorflow:serving:batching_session:processed_batch_size_count{} ",
+      batches, "\n", "# TYPE :cosession:serving:batching_queue_depth gauge\n",
+      depths, "# TYPE :cosession:serving:batching_cancelled_requests counter\n",
+      cancellations);
   HttpReply reply;
   reply.content_type = "text/plain; version=0.0.4";
   reply.body = std::move(out);

@@ -1,29 +1,38 @@
-// ModelServer: one model's versions under a base path, answering
+// ModelServer: models' versions under their base paths, answering
 // TensorFlow Serving's REST API -- the HTTP-free half of cosession_serve
 // (serving/http_server.h carries the requests to it).
 //
-// Versions (TensorFlow Serving's "latest" policy): Start loads the highest
-// version under model_base_path (a subdirectory named by an integer) and
-// serves it. Every file_system_poll_wait the directory is listed again; a
-// higher version is loaded on the Runtime's pool, then switched to at once:
-// requests that started on the old version finish on it, later ones use the
-// new one, and the old version is unloaded when its last request finished
-// (state UNLOADING, then END). A version that fails to load is reported
-// (END with its error) and not retried; the current one keeps serving.
+// Models: one (model_name, model_base_path), or the list of a
+// --model_config_file (serving/model_server_config.h), each with its
+// version policy and labels.
+//
+// Versions (TensorFlow Serving's policies; "latest" keeps the highest
+// one): Start loads the versions each model's policy serves and serves
+// them. Every file_system_poll_wait the base paths are listed again; a
+// version the policy now serves is loaded on the Runtime's pool, then
+// served at once, and versions the policy no longer serves are unloaded
+// once a version it serves is available: requests that started on a
+// version finish on it, and it ends (state UNLOADING, then END) when its
+// last request finished. A version that fails to load is reported (END
+// with its error) and not retried; the versions already served keep
+// serving. A request naming no version is answered by the highest served
+// one; a label answers by the version the config gives it.
 //
 // Routes (the paths of TensorFlow Serving's REST API, matched as its own
 // regular expressions, case-insensitively):
 //   GET  /v1/models/{name}[/versions/{v}]             model status
-//   GET  /v1/models/{name}[/versions/{v}]/metadata    signatures
-//   POST /v1/models/{name}[/versions/{v}]:predict     row or columnar body
-//   POST /v1/models/{name}[/versions/{v}]:classify    examples (rest_json.h)
-//   POST /v1/models/{name}[/versions/{v}]:regress     examples
+//   GET  /v1/models/{name}[/versions/{v}|/labels/{l}]/metadata    signatures
+//   POST /v1/models/{name}[/versions/{v}|/labels/{l}]:predict     row or
+//                                                                  columnar
+//   POST .../{name}[/versions/{v}|/labels/{l}]:classify   examples
+//   POST .../{name}[/versions/{v}|/labels/{l}]:regress    (rest_json.h)
 //   any  /monitoring/prometheus/metrics               Prometheus text
 // Errors are {"error": "..."} with TensorFlow Serving's codes: 400 for a
-// malformed path or body (the message naming the input), 404 for an unknown
-// model or version, 503 when the batching queue is full, 504 past
-// rest_api_timeout; its messages ("Servable not found for request:
-// Latest(m)", "Malformed request: PUT /v1/...").
+// malformed path or body (the message naming the input) or an unknown
+// label, 404 for an unknown model or version, 503 when the batching queue
+// is full, 504 past rest_api_timeout; its messages ("Servable not found for
+// request: Latest(m)", "Malformed request: PUT /v1/...", "Unrecognized
+// servable version label: l").
 //
 // Thread safety: Handle, PollNow and Stop must be called on the executor
 // Start ran on (one io_context thread); graph runs go to the Runtime's pool
@@ -40,10 +49,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "cosession/async/runtime.h"
 #include "cosession/serving/batching_session.h"
+#include "cosession/serving/model_server_config.h"
 #include "cosession/serving/saved_model.h"
 
 namespace cosession {
@@ -52,6 +63,9 @@ namespace cosession {
 struct ModelServerOptions {
   std::string model_name = "default";
   std::string model_base_path{};
+  // --model_config_file's models; when not empty, model_name and
+  // model_base_path are not used (as in TensorFlow Serving).
+  std::vector<ModelConfig> model_config_list{};
   bool enable_batching = false;
   BatchingOptions batching{};
   // Between two listings of model_base_path; zero or less: never again
@@ -77,9 +91,11 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   inline static constexpr char kPrometheusPath[] =
       "/monitoring/prometheus/metrics";
 
-  // Loads the highest version and starts polling. InvalidArgument naming
-  // the flag for a bad option; NotFound when model_base_path does not exist
-  // or holds no version; the load's error naming the version otherwise.
+  // Loads the versions each model's policy serves and starts polling.
+  // InvalidArgument naming the flag for a bad option, or a label on a
+  // version that is not served; NotFound when a base path does not exist
+  // or holds no version the policy serves; the load's error naming the
+  // model and version otherwise.
   static boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
   Start(ModelServerOptions options, Runtime& runtime);
 
@@ -94,15 +110,16 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
                                            std::string target,
                                            std::string body);
 
-  // Lists model_base_path now and loads a higher version if there is one
-  // (what each poll does).
+  // Lists the base paths now, loads the versions the policies now serve
+  // and unloads those they no longer serve (what each poll does).
   boost::asio::awaitable<void> PollNow();
 
   // Stops polling; requests in flight finish.
   void Stop();
 
-  // The version new requests are served by.
-  int64_t serving_version() const;
+  // The version new requests naming none are served by: of `model`, or of
+  // the first model (by name) when it is empty; -1 when there is none.
+  int64_t serving_version(const std::string& model = "") const;
   const ModelServerOptions& options() const { return options_; }
 
  private:
@@ -111,20 +128,40 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
     std::string state;  // LOADING, AVAILABLE, UNLOADING, END
     absl::Status status;
   };
+  // One configured model and its versions.
+  struct Model {
+    ModelConfig config;
+    std::map<int64_t, std::shared_ptr<ServedVersion>> served;
+    std::map<int64_t, VersionState, std::greater<>> states;
+  };
   struct Metrics;
 
   ModelServer(ModelServerOptions options, Runtime& runtime,
               boost::asio::any_io_executor executor);
   boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ServedVersion>>> Load(
-      int64_t version);
+      const std::string& model, int64_t version);
+  // Loads the versions `model`'s policy serves out of `available` and not
+  // tried yet; OK, or the first load's error.
+  boost::asio::awaitable<absl::Status> LoadWanted(
+      Model& model, const std::vector<int64_t>& available);
   boost::asio::awaitable<void> PollLoop();
-  void Retire(int64_t version);
+  void Retire(const std::string& model, int64_t version);
+  // The version a request names (by number, label, or neither: the
+  // highest served), or TensorFlow Serving's error.
+  absl::StatusOr<std::shared_ptr<ServedVersion>> Resolve(
+      const std::string& name, std::optional<int64_t> version,
+      const std::optional<std::string>& label) const;
+  // The model label a request's metrics carry: its name when it is served,
+  // "" otherwise (so that unknown names cannot grow the metrics).
+  std::string MetricsModel(const std::string& name) const;
 
   HttpReply Status(const std::string& name, std::optional<int64_t> version);
-  HttpReply Metadata(const std::string& name, std::optional<int64_t> version);
+  HttpReply Metadata(const std::string& name, std::optional<int64_t> version,
+                     const std::optional<std::string>& label);
   // :predict, :classify or :regress (`verb`).
   boost::asio::awaitable<HttpReply> Predict(std::string name,
                                             std::optional<int64_t> version,
+                                            std::optional<std::string> label,
                                             std::string verb, std::string body);
   // One run of a signature: through its batcher when batching, else
   // straight on the version's session.
@@ -139,8 +176,7 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   boost::asio::steady_timer poll_timer_;
   bool stopped_ = false;
   bool polling_ = false;  // a listing or load in progress
-  std::shared_ptr<ServedVersion> current_;
-  std::map<int64_t, VersionState, std::greater<>> states_;
+  std::map<std::string, std::unique_ptr<Model>> models_;  // by name
   std::unique_ptr<Metrics> metrics_;
 };
 

@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/ops.h"
+#include "cosession/serving/model_server_config.h"
 #include "tests/co_test.h"
 #include "tests/exported_model.h"
 #include "tests/scratch_dir.h"
@@ -358,6 +359,114 @@ CO_TEST(ModelServer, AFullBatchingQueueIs503AndADeadlineIs504) {
     CO_ASSERT_TRUE(a.size() == 1);
     EXPECT_TRUE(absl::StartsWith(a[0], "504 ")) << a[0];
   }
+  server->Stop();
+}
+
+// The doubled first input a prediction of ExportTestModel's answers: its
+// version's factor (x = [1, 0]).
+asio::awaitable<std::string> Factor(std::shared_ptr<ModelServer> server,
+                                    std::string target) {
+  HttpReply reply =
+      co_await server->Handle("POST", target, R"({"instances": [[1, 0]]})");
+  if (reply.status != 200) co_return absl::StrCat(reply.status);
+  json::value body = Parsed(reply);
+  co_return json::serialize(body.at("predictions").at(0).at("doubled").at(0));
+}
+
+// --model_config_file: several models, each with its version policy, and
+// labels naming versions.
+CO_TEST(ModelServer, ServesEachConfiguredModelByPolicyAndLabel) {
+  ScratchDir a, b;
+  for (int v : {1, 2, 3}) {
+    CO_ASSERT_OK(
+        co_await testing::ExportTestModel(a.path(), v, 1.0f * v, false));
+  }
+  CO_ASSERT_OK(co_await testing::ExportTestModel(b.path(), 7, 7.0f, false));
+  auto configs = ParseModelServerConfig(
+      absl::StrCat(
+          "model_config_list {\n"
+          "  config { name: 'a' base_path: '",
+          a.path(), "'\n",
+          "    model_version_policy { specific { versions: [1, 3] } }\n"
+          "    version_labels { key: 'stable' value: 1 }\n"
+          "    version_labels { key: 'canary' value: 3 } }\n"
+          "  config { name: 'b' base_path: '",
+          b.path(), "' }\n}"),
+      "models.config");
+  CO_ASSERT_OK(configs.status());
+  ModelServerOptions options = Options(a);
+  options.model_config_list = *configs;
+  auto server = co_await Started(options);
+  CO_ASSERT_TRUE(server != nullptr);
+  EXPECT_EQ(server->serving_version("a"), 3);
+  EXPECT_EQ(server->serving_version("b"), 7);
+
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a:predict"), "3E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/versions/1:predict"), "1E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/versions/2:predict"), "404");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/stable:predict"),
+            "1E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/canary:predict"),
+            "3E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/beta:predict"), "400");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/b:predict"), "7E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m:predict"), "404");
+
+  HttpReply status = co_await server->Handle("GET", "/v1/models/a", "");
+  EXPECT_EQ(status.status, 200u);
+  json::value versions = Parsed(status).at("model_version_status");
+  CO_ASSERT_TRUE(versions.as_array().size() == 2u);
+  EXPECT_EQ(versions.at(0).at("version"), "3");
+  EXPECT_EQ(versions.at(1).at("version"), "1");
+  HttpReply metadata =
+      co_await server->Handle("GET", "/v1/models/a/labels/stable/metadata", "");
+  EXPECT_EQ(metadata.status, 200u) << metadata.body;
+  EXPECT_EQ(Parsed(metadata).at("model_spec").at("version"), "1");
+  HttpReply unknown_label =
+      co_await server->Handle("GET", "/v1/models/a/labels/beta/metadata", "");
+  EXPECT_EQ(unknown_label.status, 400u);
+  EXPECT_TRUE(absl::StrContains(unknown_label.body,
+                                "Unrecognized servable version label: beta"));
+  HttpReply metrics =
+      co_await server->Handle("GET", ModelServer::kPrometheusPath, "");
+  EXPECT_TRUE(absl::StrContains(metrics.body,
+                                ":tensorflow:serving:request_count{model_name="
+                                "\"b\",status=\"OK\"} 1"))
+      << metrics.body;
+  EXPECT_TRUE(absl::StrContains(metrics.body,
+                                ":tensorflow:serving:request_count{model_name="
+                                "\"\",status=\"NOT_FOUND\"} 1"))
+      << metrics.body;
+  server->Stop();
+}
+
+// latest { num_versions: 2 }: a new version joins, the oldest leaves once
+// the new one serves.
+CO_TEST(ModelServer, ALatestPolicyOfTwoKeepsTheTwoHighestVersions) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 1.0f, false));
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 2, 2.0f, false));
+  ModelServerOptions options = Options(dir);
+  options.model_config_list = {
+      {.name = "m",
+       .base_path = dir.path(),
+       .version_policy = {.kind = ModelVersionPolicy::Kind::kLatest,
+                          .num_versions = 2}}};
+  auto server = co_await Started(options);
+  CO_ASSERT_TRUE(server != nullptr);
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m/versions/1:predict"), "1E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m:predict"), "2E0");
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 3, 3.0f, false));
+  co_await server->PollNow();
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m:predict"), "3E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m/versions/2:predict"), "2E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/m/versions/1:predict"), "404");
+  // Version 1 ends once nothing holds it: its END is posted to the loop.
+  co_await asio::post(co_test::Io(), asio::use_awaitable);
+  HttpReply status =
+      co_await server->Handle("GET", "/v1/models/m/versions/1", "");
+  EXPECT_EQ(Parsed(status).at("model_version_status").at(0).at("state"), "END")
+      << status.body;
   server->Stop();
 }
 

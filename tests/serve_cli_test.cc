@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -66,6 +67,51 @@ CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
       << child.output();
 }
 
+void WriteText(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// --model_config_file: two models, one of them by label, over HTTP.
+CO_TEST(ServeCli, ServesTheModelsOfAConfigFile) {
+  ScratchDir a, b, config_dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 1, 2.0f, false));
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 2, 3.0f, false));
+  CO_ASSERT_OK(co_await testing::ExportTestModel(b.path(), 5, 5.0f, false));
+  const std::string config = config_dir.path() + "/models.config";
+  WriteText(config,
+            absl::StrCat("model_config_list {\n"
+                         "  config { name: 'a' base_path: '",
+                         a.path(), "'\n",
+                         "    model_version_policy { all {} }\n"
+                         "    version_labels { key: 'stable' value: 1 } }\n"
+                         "  config { name: 'b' base_path: '",
+                         b.path(), "' }\n}\n"));
+  ChildProcess child({kServe, "--model_config_file=" + config,
+                      "--rest_api_address=127.0.0.1", "--rest_api_port=0"});
+  CO_ASSERT_TRUE(child.started());
+  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/b\n", kLimit));
+  EXPECT_NE(child.output().find("serving model 'a' version 2"),
+            std::string::npos)
+      << child.output();
+  const uint16_t port = PortIn(child.output());
+  CO_ASSERT_TRUE(port != 0);
+  auto stable = co_await testing::HttpCall(port, "POST",
+                                           "/v1/models/a/labels/stable:predict",
+                                           R"({"instances": [[3, 1]]})");
+  CO_ASSERT_OK(stable.status());
+  EXPECT_EQ(stable->body,
+            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
+  auto other = co_await testing::HttpCall(port, "POST", "/v1/models/b:predict",
+                                          R"({"instances": [[1, 1]]})");
+  CO_ASSERT_OK(other.status());
+  EXPECT_EQ(other->body,
+            R"({"predictions":[{"classes":0,"doubled":[5.0,5.0]}]})");
+  child.Signal(SIGTERM);
+  std::optional<int> exited = child.Wait(kLimit);
+  CO_ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+}
+
 TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
   ScratchDir dir;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
@@ -76,7 +122,14 @@ TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
        "--batching_parameters_file"},
       {{"--model_base_path=" + dir.path(), "--rest_api_timeout_in_ms=soon"},
        "--rest_api_timeout_in_ms"},
+      {{"--model_config_file=" + dir.path() + "/missing.config"},
+       "--model_config_file"},
+      {{"--model_config_file=" + dir.path() + "/bad.config"},
+       "--model_config_file: " + dir.path() +
+           "/bad.config:2: unknown field 'basepath' of config"},
   };
+  WriteText(dir.path() + "/bad.config",
+            "model_config_list { config { name: 'm'\n basepath: '/m' } }");
   for (const auto& [args, flag] : cases) {
     std::vector<std::string> argv{kServe};
     argv.insert(argv.end(), args.begin(), args.end());
