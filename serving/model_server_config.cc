@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/status.h"
 #include "cosession/serving/text_proto.h"
@@ -20,33 +19,18 @@ class ConfigReader {
   }
 
   absl::StatusOr<std::string> String(const TextProtoField& f) const {
-    if (f.message != nullptr) {
-      return Error(f, absl::StrCat("field '", f.name, "' wants a value"));
-    }
-    return f.scalar;
+    return TextProtoString(f, source_);
   }
-
   absl::StatusOr<int64_t> Int(const TextProtoField& f, int64_t min) const {
-    int64_t v;
-    if (f.message != nullptr || f.quoted || !absl::SimpleAtoi(f.scalar, &v) ||
-        v < min) {
-      return Error(f, absl::StrCat("field '", f.name, "' wants an integer >= ",
-                                   min, ", got '", f.scalar, "'"));
-    }
-    return v;
+    return TextProtoInt(f, min, source_);
   }
-
   absl::StatusOr<const TextProtoMessage*> Message(
       const TextProtoField& f) const {
-    if (f.message == nullptr) {
-      return Error(f, absl::StrCat("field '", f.name, "' wants { ... }"));
-    }
-    return f.message.get();
+    return TextProtoSubmessage(f, source_);
   }
-
   absl::Status Unknown(const TextProtoField& f,
                        absl::string_view message) const {
-    return Error(f, absl::StrCat("unknown field '", f.name, "' of ", message));
+    return TextProtoUnknownField(f, message, source_);
   }
 
   absl::StatusOr<ModelVersionPolicy> Policy(const TextProtoField& field) const {

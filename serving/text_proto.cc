@@ -3,6 +3,7 @@
 #include <cctype>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/status.h"
 
@@ -14,8 +15,10 @@ class Reader {
   Reader(absl::string_view text, absl::string_view source)
       : text_(text), source_(source) {}
 
-  // The fields up to `close` ('\0': the end of the text).
-  absl::Status Fields(TextProtoMessage& message, char close, int depth) {
+  // The fields up to `close` ('\0': the end of the text) of the message
+  // in field `owner` ("" at the top).
+  absl::Status Fields(TextProtoMessage& message, char close, int depth,
+                      const std::string& owner) {
     if (depth > kMaxTextProtoDepth) {
       return Error(absl::StrCat("messages nested deeper than ",
                                 kMaxTextProtoDepth, " levels"));
@@ -24,7 +27,8 @@ class Reader {
       SkipSpace();
       if (at_ >= text_.size()) {
         if (close == '\0') return absl::OkStatus();
-        return Error(absl::StrCat("missing '", std::string(1, close), "'"));
+        return Error(absl::StrCat("field '", owner, "': missing '",
+                                  std::string(1, close), "'"));
       }
       if (text_[at_] == close) {
         ++at_;
@@ -48,7 +52,7 @@ class Reader {
         ++at_;
         auto nested = std::make_shared<TextProtoMessage>();
         COSESSION_RETURN_IF_ERROR(
-            Fields(*nested, c == '{' ? '}' : '>', depth + 1));
+            Fields(*nested, c == '{' ? '}' : '>', depth + 1, name));
         message.fields.push_back({.name = name,
                                   .line = line,
                                   .scalar = "",
@@ -159,8 +163,51 @@ absl::StatusOr<TextProtoMessage> ParseTextProto(absl::string_view text,
                                                 absl::string_view source) {
   TextProtoMessage message;
   Reader reader(text, source);
-  if (absl::Status s = reader.Fields(message, '\0', 0); !s.ok()) return s;
+  if (absl::Status s = reader.Fields(message, '\0', 0, ""); !s.ok()) {
+    return s;
+  }
   return message;
+}
+
+absl::StatusOr<int64_t> TextProtoInt(const TextProtoField& field, int64_t min,
+                                     absl::string_view source) {
+  int64_t v;
+  if (field.message != nullptr || field.quoted ||
+      !absl::SimpleAtoi(field.scalar, &v) || v < min) {
+    return TextProtoError(
+        source, field.line,
+        absl::StrCat("field '", field.name, "' wants an integer >= ", min,
+                     ", got '", field.scalar, "'"));
+  }
+  return v;
+}
+
+absl::StatusOr<std::string> TextProtoString(const TextProtoField& field,
+                                            absl::string_view source) {
+  if (field.message != nullptr) {
+    return TextProtoError(
+        source, field.line,
+        absl::StrCat("field '", field.name, "' wants a value, not { ... }"));
+  }
+  return field.scalar;
+}
+
+absl::StatusOr<const TextProtoMessage*> TextProtoSubmessage(
+    const TextProtoField& field, absl::string_view source) {
+  if (field.message == nullptr) {
+    return TextProtoError(
+        source, field.line,
+        absl::StrCat("field '", field.name, "' wants { ... }"));
+  }
+  return field.message.get();
+}
+
+absl::Status TextProtoUnknownField(const TextProtoField& field,
+                                   absl::string_view message,
+                                   absl::string_view source) {
+  return TextProtoError(
+      source, field.line,
+      absl::StrCat("unknown field '", field.name, "' of ", message));
 }
 
 }  // namespace cosession

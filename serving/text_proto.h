@@ -20,6 +20,7 @@
 #ifndef COSESSION_SERVING_TEXT_PROTO_H_
 #define COSESSION_SERVING_TEXT_PROTO_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ absl::StatusOr<TextProtoMessage> ParseTextProto(absl::string_view text,
 // "<source>:<line>: <what>" as InvalidArgument.
 absl::Status TextProtoError(absl::string_view source, int line,
                             absl::string_view what);
+
+// A field read as what its message's schema says it is; the errors name
+// the source, the field's line and its name.
+absl::StatusOr<int64_t> TextProtoInt(const TextProtoField& field, int64_t min,
+                                     absl::string_view source);
+absl::StatusOr<std::string> TextProtoString(const TextProtoField& field,
+                                            absl::string_view source);
+absl::StatusOr<const TextProtoMessage*> TextProtoSubmessage(
+    const TextProtoField& field, absl::string_view source);
+// "unknown field 'f' of <message>".
+absl::Status TextProtoUnknownField(const TextProtoField& field,
+                                   absl::string_view message,
+                                   absl::string_view source);
 
 }  // namespace cosession
 
