@@ -14,7 +14,8 @@
 //
 // The flags are tensorflow_model_server's: --rest_api_port (8501; 0 here
 // means any free port, printed), --model_name, --model_base_path or
-// --model_config_file (several models, version policies and labels),
+// --model_config_file (several models, version policies and labels) with
+// --model_config_file_poll_wait_seconds (0: read once),
 // --enable_batching with --batching_parameters_file (its text format),
 // --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000).
 // The highest version under --model_base_path is served; a higher one
@@ -67,6 +68,10 @@ ABSL_FLAG(std::string, model_config_file, "",
           "name: ... base_path: ... } ... }) naming the models to serve, "
           "their version policies and labels; replaces --model_name and "
           "--model_base_path");
+ABSL_FLAG(int64_t, model_config_file_poll_wait_seconds, 0,
+          "Seconds between readings of --model_config_file, whose changes "
+          "(models added, removed, new policies and labels) are applied "
+          "(0 or less: read once)");
 ABSL_FLAG(bool, enable_batching, false,
           "Merge concurrent requests into batches (BatchingSession)");
 ABSL_FLAG(std::string, batching_parameters_file, "",
@@ -121,6 +126,9 @@ absl::StatusOr<Flags> ReadFlags() {
       return FlagError("model_config_file", configs.status().message());
     }
     f.model.model_config_list = *std::move(configs);
+    f.model.model_config_file = config_file;
+    f.model.model_config_file_poll_wait = std::chrono::seconds(
+        absl::GetFlag(FLAGS_model_config_file_poll_wait_seconds));
     if (!f.model.model_base_path.empty()) {
       // TensorFlow Serving takes the file too; say which one wins.
       std::fprintf(stderr,

@@ -298,6 +298,7 @@ ModelServer::ModelServer(ModelServerOptions options, Runtime& runtime,
       runtime_(runtime),
       executor_(executor),
       poll_timer_(executor),
+      config_timer_(executor),
       metrics_(std::make_unique<Metrics>()) {}
 
 ModelServer::~ModelServer() = default;
@@ -353,14 +354,17 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
       }
     }
   }
+  auto report = [](std::exception_ptr error) {
+    if (error) {
+      std::fprintf(stderr, "cosession: a poll ended with an exception\n");
+    }
+  };
   if (server->options_.file_system_poll_wait.count() > 0) {
-    asio::co_spawn(executor, server->PollLoop(), [](std::exception_ptr error) {
-      if (error) {
-        std::fprintf(stderr,
-                     "cosession: the version poll ended with "
-                     "an exception\n");
-      }
-    });
+    asio::co_spawn(executor, server->PollLoop(), report);
+  }
+  if (!server->options_.model_config_file.empty() &&
+      server->options_.model_config_file_poll_wait.count() > 0) {
+    asio::co_spawn(executor, server->ConfigPollLoop(), report);
   }
   co_return server;
 }
@@ -446,45 +450,124 @@ asio::awaitable<void> ModelServer::PollLoop() {
 asio::awaitable<void> ModelServer::PollNow() {
   if (polling_ || stopped_) co_return;
   polling_ = true;
-  for (auto& [name, model] : models_) {
-    Model& m = *model;
-    absl::StatusOr<std::vector<int64_t>> versions =
-        ListSavedModelVersions(m.config.base_path);
-    if (!versions.ok() || versions->empty()) continue;
-    const std::vector<int64_t> wanted =
-        VersionsToServe(m.config.version_policy, *versions);
-    const size_t served_before = m.served.size();
-    const int64_t highest_before =
-        m.served.empty() ? -1 : m.served.rbegin()->first;
-    if (absl::Status loaded = co_await LoadWanted(m, *versions); !loaded.ok()) {
-      std::fprintf(stderr, "cosession_serve: %s\n", loaded.ToString().c_str());
+  for (auto& [name, model] : models_) co_await Refresh(*model);
+  polling_ = false;
+}
+
+asio::awaitable<void> ModelServer::Refresh(Model& m) {
+  const std::string& name = m.config.name;
+  absl::StatusOr<std::vector<int64_t>> versions =
+      ListSavedModelVersions(m.config.base_path);
+  if (!versions.ok() || versions->empty()) co_return;
+  const std::vector<int64_t> wanted =
+      VersionsToServe(m.config.version_policy, *versions);
+  const size_t served_before = m.served.size();
+  const int64_t highest_before =
+      m.served.empty() ? -1 : m.served.rbegin()->first;
+  if (absl::Status loaded = co_await LoadWanted(m, *versions); !loaded.ok()) {
+    std::fprintf(stderr, "cosession_serve: %s\n", loaded.ToString().c_str());
+  }
+  // Unloads only once a wanted version serves: never no version at all.
+  bool wanted_served = false;
+  for (int64_t v : wanted)
+    wanted_served = wanted_served || m.served.contains(v);
+  if (!wanted_served) co_return;
+  for (auto it = m.served.begin(); it != m.served.end();) {
+    if (std::find(wanted.begin(), wanted.end(), it->first) != wanted.end()) {
+      ++it;
+      continue;
     }
-    // Unloads only once a wanted version serves: never no version at all.
-    bool wanted_served = false;
-    for (int64_t v : wanted)
-      wanted_served = wanted_served || m.served.contains(v);
-    if (!wanted_served) continue;
-    for (auto it = m.served.begin(); it != m.served.end();) {
-      if (std::find(wanted.begin(), wanted.end(), it->first) != wanted.end()) {
-        ++it;
+    m.states[it->first] = {"UNLOADING", absl::OkStatus()};
+    it = m.served.erase(it);  // the version goes with its last request
+  }
+  if (m.served.size() != served_before ||
+      m.served.rbegin()->first != highest_before) {
+    std::fprintf(stderr, "cosession_serve: serving %s version %lld\n",
+                 name.c_str(),
+                 static_cast<long long>(m.served.rbegin()->first));
+  }
+}
+
+asio::awaitable<absl::Status> ModelServer::ReloadConfigNow() {
+  if (options_.model_config_file.empty()) {
+    co_return absl::FailedPreconditionError("no --model_config_file to read");
+  }
+  if (polling_ || stopped_) {
+    co_return absl::UnavailableError(
+        "a poll is in progress, or the server stopped");
+  }
+  absl::StatusOr<std::string> text =
+      ReadFileToString(options_.model_config_file);
+  absl::StatusOr<std::vector<ModelConfig>> configs =
+      text.ok() ? ParseModelServerConfig(*text, options_.model_config_file)
+                : absl::StatusOr<std::vector<ModelConfig>>(text.status());
+  if (!configs.ok()) {
+    std::fprintf(stderr,
+                 "cosession_serve: --model_config_file not applied, the "
+                 "models served stay as they were: %s\n",
+                 configs.status().ToString().c_str());
+    co_return configs.status();
+  }
+  polling_ = true;
+  // Models no longer configured: their versions finish their requests in
+  // flight; new requests are 404.
+  for (auto it = models_.begin(); it != models_.end();) {
+    const bool kept =
+        std::any_of(configs->begin(), configs->end(),
+                    [&](const ModelConfig& c) { return c.name == it->first; });
+    if (kept) {
+      ++it;
+      continue;
+    }
+    std::fprintf(stderr,
+                 "cosession_serve: model %s unloaded: no longer in %s\n",
+                 it->first.c_str(), options_.model_config_file.c_str());
+    it = models_.erase(it);
+  }
+  for (ModelConfig& config : *configs) {
+    auto [it, added] = models_.try_emplace(config.name);
+    if (added) {
+      it->second = std::make_unique<Model>();
+      metrics_->latency_by_api.try_emplace({config.name, "predict"});
+    }
+    Model& m = *it->second;
+    m.config = std::move(config);
+    co_await Refresh(m);
+    // A label may name only a served version (as at start); one that does
+    // not is dropped, and said.
+    for (auto label = m.config.version_labels.begin();
+         label != m.config.version_labels.end();) {
+      if (m.served.contains(label->second)) {
+        ++label;
         continue;
       }
-      m.states[it->first] = {"UNLOADING", absl::OkStatus()};
-      it = m.served.erase(it);  // the version goes with its last request
-    }
-    if (m.served.size() != served_before ||
-        m.served.rbegin()->first != highest_before) {
-      std::fprintf(stderr, "cosession_serve: serving %s version %lld\n",
-                   name.c_str(),
-                   static_cast<long long>(m.served.rbegin()->first));
+      std::fprintf(stderr,
+                   "cosession_serve: label '%s' of model %s dropped: version "
+                   "%lld is not available\n",
+                   label->first.c_str(), m.config.name.c_str(),
+                   static_cast<long long>(label->second));
+      label = m.config.version_labels.erase(label);
     }
   }
   polling_ = false;
+  co_return absl::OkStatus();
+}
+
+asio::awaitable<void> ModelServer::ConfigPollLoop() {
+  std::shared_ptr<ModelServer> self = shared_from_this();
+  while (!stopped_) {
+    config_timer_.expires_after(options_.model_config_file_poll_wait);
+    (void)co_await config_timer_.async_wait(
+        asio::as_tuple(asio::use_awaitable));
+    if (stopped_) break;
+    (void)co_await ReloadConfigNow();
+  }
 }
 
 void ModelServer::Stop() {
   stopped_ = true;
   poll_timer_.cancel();
+  config_timer_.cancel();
 }
 
 int64_t ModelServer::serving_version(const std::string& model) const {

@@ -4,7 +4,8 @@
 //
 // Models: one (model_name, model_base_path), or the list of a
 // --model_config_file (serving/model_server_config.h), each with its
-// version policy and labels.
+// version policy and labels; the file may be read again to add, remove
+// and change models (ReloadConfigNow).
 //
 // Versions (TensorFlow Serving's policies; "latest" keeps the highest
 // one): Start loads the versions each model's policy serves and serves
@@ -66,6 +67,10 @@ struct ModelServerOptions {
   // --model_config_file's models; when not empty, model_name and
   // model_base_path are not used (as in TensorFlow Serving).
   std::vector<ModelConfig> model_config_list{};
+  // The file model_config_list came from, read again every
+  // model_config_file_poll_wait (zero or less: never) to apply changes.
+  std::string model_config_file{};
+  std::chrono::milliseconds model_config_file_poll_wait{0};
   bool enable_batching = false;
   BatchingOptions batching{};
   // Between two listings of model_base_path; zero or less: never again
@@ -114,6 +119,15 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // and unloads those they no longer serve (what each poll does).
   boost::asio::awaitable<void> PollNow();
 
+  // Reads model_config_file now and applies it (what each config poll
+  // does): models added are loaded, models removed are unloaded (their
+  // requests in flight finish; new ones are 404), the others take their
+  // new base path, policy and labels (a label naming a version not served
+  // is dropped, and said). A file that does not read or parse is said on
+  // stderr and returned, and the models served stay as they were;
+  // Unavailable while a poll or load is in progress.
+  boost::asio::awaitable<absl::Status> ReloadConfigNow();
+
   // Stops polling; requests in flight finish.
   void Stop();
 
@@ -145,6 +159,10 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   boost::asio::awaitable<absl::Status> LoadWanted(
       Model& model, const std::vector<int64_t>& available);
   boost::asio::awaitable<void> PollLoop();
+  boost::asio::awaitable<void> ConfigPollLoop();
+  // Lists `model`'s base path, loads the versions its policy wants and
+  // unloads the others once one it wants serves.
+  boost::asio::awaitable<void> Refresh(Model& model);
   void Retire(const std::string& model, int64_t version);
   // The version a request names (by number, label, or neither: the
   // highest served), or TensorFlow Serving's error.
@@ -174,6 +192,7 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   Runtime& runtime_;
   boost::asio::any_io_executor executor_;
   boost::asio::steady_timer poll_timer_;
+  boost::asio::steady_timer config_timer_;
   bool stopped_ = false;
   bool polling_ = false;  // a listing or load in progress
   std::map<std::string, std::unique_ptr<Model>> models_;  // by name

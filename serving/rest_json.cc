@@ -638,14 +638,10 @@ void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
 absl::StatusOr<PredictRequest> ParsePredictRequest(
     absl::string_view body,
     const std::map<std::string, Signature>& signatures) {
-  absl::StatusOr<json::value> parsed = ParseBody(body);
-  if (!parsed.ok()) return parsed.status();
-  const json::value& doc = *parsed;
+  COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
   const json::object& o = doc.get_object();
   PredictRequest request;
-  absl::StatusOr<std::string> signature_name = SignatureName(doc);
-  if (!signature_name.ok()) return signature_name.status();
-  request.signature_name = *std::move(signature_name);
+  COSESSION_ASSIGN_OR_RETURN(request.signature_name, SignatureName(doc));
   auto sig = signatures.find(request.signature_name);
   if (sig == signatures.end()) {
     return Invalid(absl::StrCat("Serving signature name: \"",
@@ -716,14 +712,10 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
 absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
     absl::string_view body, ExamplesMethod method,
     const std::map<std::string, Signature>& signatures) {
-  absl::StatusOr<json::value> parsed = ParseBody(body);
-  if (!parsed.ok()) return parsed.status();
-  const json::value& doc = *parsed;
+  COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
   const json::object& o = doc.get_object();
   ExamplesRequest request;
-  absl::StatusOr<std::string> signature_name = SignatureName(doc);
-  if (!signature_name.ok()) return signature_name.status();
-  request.signature_name = *std::move(signature_name);
+  COSESSION_ASSIGN_OR_RETURN(request.signature_name, SignatureName(doc));
 
   const json::object* context = nullptr;
   if (const json::value* c = o.if_contains("context")) {

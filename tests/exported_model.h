@@ -16,6 +16,21 @@
 
 namespace cosession::testing {
 
+// Initialises the variables of `g` (not yet finalized), finalizes it and
+// exports version `version` of it with `sigs` to `dir`.
+inline boost::asio::awaitable<absl::Status> InitializeAndExport(
+    Graph& g, std::map<std::string, ExportSignature> sigs, std::string dir,
+    int64_t version) {
+  Operation init = GlobalVariablesInitializer(g);
+  g.Finalize();
+  Session session(g, TestRuntime());
+  RunArgs run_init{.targets = {init}};
+  auto ran = co_await session.Run(run_init, boost::asio::use_awaitable);
+  if (!ran.ok()) co_return ran.status();
+  auto exported = co_await ExportSavedModel(session, sigs, dir, version);
+  co_return exported.status();
+}
+
 // Exports version `version` of: doubled = x * w, classes = argmax(doubled),
 // x float [-1, 2], w = `factor`; `gated`: each run waits for a trigger.
 inline boost::asio::awaitable<absl::Status> ExportTestModel(std::string dir,
@@ -28,18 +43,12 @@ inline boost::asio::awaitable<absl::Status> ExportTestModel(std::string dir,
   Output y = ops::Mul(g, x, w, "doubled");
   if (gated) y = ops::Mul(g, y, TestWait(g, "gate"), "gated");
   Output classes = ops::ArgMax(g, y, 1, "classes");
-  Operation init = GlobalVariablesInitializer(g);
-  g.Finalize();
-  Session session(g, TestRuntime());
-  RunArgs run_init{.targets = {init}};
-  auto ran = co_await session.Run(run_init, boost::asio::use_awaitable);
-  if (!ran.ok()) co_return ran.status();
   std::map<std::string, ExportSignature> sigs{
       {kDefaultServingSignature,
        {.inputs = {{"x", x}},
         .outputs = {{"doubled", y}, {"classes", classes}}}}};
-  auto exported = co_await ExportSavedModel(session, sigs, dir, version);
-  co_return exported.status();
+  co_return co_await InitializeAndExport(g, std::move(sigs), std::move(dir),
+                                         version);
 }
 
 // Exports version `version` of a model with a signature per API, over x
@@ -58,12 +67,6 @@ inline boost::asio::awaitable<absl::Status> ExportEveryApiModel(std::string dir,
       ops::Add(g, ops::ZerosLike(g, ops::Cast(g, y, DType::kInt64)),
                ops::Const(g, Tensor::FromVector<int64_t>({0, 1})), "labels");
   Output sum = ops::Sum(g, y, {1}, false, "sum");
-  Operation init = GlobalVariablesInitializer(g);
-  g.Finalize();
-  Session session(g, TestRuntime());
-  RunArgs run_init{.targets = {init}};
-  auto ran = co_await session.Run(run_init, boost::asio::use_awaitable);
-  if (!ran.ok()) co_return ran.status();
   std::map<std::string, ExportSignature> sigs{
       {kDefaultServingSignature,
        {.inputs = {{"x", x}}, .outputs = {{"doubled", y}}}},
@@ -75,8 +78,8 @@ inline boost::asio::awaitable<absl::Status> ExportEveryApiModel(std::string dir,
        {.inputs = {{"x", x}},
         .outputs = {{"outputs", sum}},
         .method_name = kRegressMethodName}}};
-  auto exported = co_await ExportSavedModel(session, sigs, dir, version);
-  co_return exported.status();
+  co_return co_await InitializeAndExport(g, std::move(sigs), std::move(dir),
+                                         version);
 }
 
 }  // namespace cosession::testing

@@ -11,6 +11,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -437,6 +438,63 @@ CO_TEST(ModelServer, ServesEachConfiguredModelByPolicyAndLabel) {
                                 ":tensorflow:serving:request_count{model_name="
                                 "\"\",status=\"NOT_FOUND\"} 1"))
       << metrics.body;
+  server->Stop();
+}
+
+// The config file read again: a model added, one removed, a label moved;
+// a broken file changes nothing.
+CO_TEST(ModelServer, AReadConfigFileAddsRemovesAndChangesModels) {
+  ScratchDir a, b, config_dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 1, 1.0f, false));
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 2, 2.0f, false));
+  CO_ASSERT_OK(co_await testing::ExportTestModel(b.path(), 9, 9.0f, false));
+  const std::string file = config_dir.path() + "/models.config";
+  auto write_config = [&](const std::string& text) {
+    std::ofstream(file, std::ios::trunc) << text;
+  };
+  const std::string model_a = absl::StrCat(
+      "config { name: 'a' base_path: '", a.path(),
+      "' model_version_policy { all {} } version_labels { key: 'stable' "
+      "value: ");
+  write_config(absl::StrCat("model_config_list { ", model_a, "1 } } }"));
+  ModelServerOptions options = Options(a);
+  options.model_config_file = file;
+  auto configs = ParseModelServerConfig(
+      absl::StrCat("model_config_list { ", model_a, "1 } } }"), file);
+  CO_ASSERT_OK(configs.status());
+  options.model_config_list = *configs;
+  auto server = co_await Started(options);
+  CO_ASSERT_TRUE(server != nullptr);
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/stable:predict"),
+            "1E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/b:predict"), "404");
+
+  // b added, a's label moved to version 2.
+  write_config(absl::StrCat("model_config_list { ", model_a, "2 } }\n",
+                            "config { name: 'b' base_path: '", b.path(),
+                            "' } }"));
+  CO_ASSERT_OK(co_await server->ReloadConfigNow());
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/stable:predict"),
+            "2E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/b:predict"), "9E0");
+
+  // A broken file: said, and nothing changes.
+  write_config("model_config_list { config { name: 'b' } }");
+  absl::Status broken = co_await server->ReloadConfigNow();
+  EXPECT_TRUE(absl::StrContains(broken.message(), "has no base_path"))
+      << broken;
+  EXPECT_EQ(co_await Factor(server, "/v1/models/b:predict"), "9E0");
+
+  // a removed: 404, as a model never configured.
+  write_config(
+      absl::StrCat("model_config_list { config { name: 'b' "
+                   "base_path: '",
+                   b.path(), "' } }"));
+  CO_ASSERT_OK(co_await server->ReloadConfigNow());
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a:predict"), "404");
+  HttpReply status = co_await server->Handle("GET", "/v1/models/a", "");
+  EXPECT_EQ(status.status, 404u);
+  EXPECT_EQ(co_await Factor(server, "/v1/models/b:predict"), "9E0");
   server->Stop();
 }
 

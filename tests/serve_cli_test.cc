@@ -39,6 +39,14 @@ uint16_t PortIn(const std::string& output) {
   return static_cast<uint16_t>(port);
 }
 
+// SIGTERM, then an exit with 0 within kLimit.
+void ExpectExit0OnSigterm(ChildProcess& child) {
+  child.Signal(SIGTERM);
+  std::optional<int> exited = child.Wait(kLimit);
+  ASSERT_TRUE(exited.has_value()) << child.output();
+  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+}
+
 CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
   ScratchDir dir;
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 4, 2.0f, false));
@@ -59,10 +67,7 @@ CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
   EXPECT_EQ(predicted->status, 200u);
   EXPECT_EQ(predicted->body,
             R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
-  child.Signal(SIGTERM);
-  std::optional<int> exited = child.Wait(kLimit);
-  CO_ASSERT_TRUE(exited.has_value());
-  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+  ExpectExit0OnSigterm(child);
   EXPECT_NE(child.output().find("cosession_serve: stopped"), std::string::npos)
       << child.output();
 }
@@ -106,10 +111,7 @@ CO_TEST(ServeCli, ServesTheModelsOfAConfigFile) {
   CO_ASSERT_OK(other.status());
   EXPECT_EQ(other->body,
             R"({"predictions":[{"classes":0,"doubled":[5.0,5.0]}]})");
-  child.Signal(SIGTERM);
-  std::optional<int> exited = child.Wait(kLimit);
-  CO_ASSERT_TRUE(exited.has_value());
-  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+  ExpectExit0OnSigterm(child);
 }
 
 TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
