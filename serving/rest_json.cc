@@ -476,7 +476,8 @@ absl::Status AppendFeatureValue(const json::value& v, const std::string& key,
 absl::StatusOr<Tensor> FeatureTensor(const std::string& key,
                                      const SignatureTensor& spec,
                                      const json::array& examples,
-                                     const json::object* context) {
+                                     const json::object* context,
+                                     int64_t max_values, int64_t& values_left) {
   // The row's shape: the input's dimensions after the first. An unknown
   // one (a [-1, -1] input) takes the first example's value count.
   std::vector<int64_t> row_dims;
@@ -517,6 +518,15 @@ absl::StatusOr<Tensor> FeatureTensor(const std::string& key,
                                     " (data type: ", DTypeName(spec.dtype),
                                     ") is required but could not be found."));
       }
+      // A context's list is copied into every example: bounded, so that a
+      // small body cannot ask for an enormous tensor.
+      if (per_row > 0 &&
+          static_cast<int64_t>(values.size()) + per_row > values_left) {
+        return Invalid(absl::StrCat(
+            "Feature: ", key, " makes more values than the ", max_values,
+            " a request's examples may make, over its ", examples.size(),
+            " examples (with its other features)"));
+      }
       const size_t before = values.size();
       if (value->is_array()) {
         for (const json::value& v : value->get_array()) {
@@ -537,6 +547,7 @@ absl::StatusOr<Tensor> FeatureTensor(const std::string& key,
             ShapeText(row_known ? row_dims : std::vector<int64_t>{per_row})));
       }
     }
+    values_left -= static_cast<int64_t>(values.size());
     std::vector<int64_t> dims{static_cast<int64_t>(examples.size())};
     if (row_known) {
       dims.insert(dims.end(), row_dims.begin(), row_dims.end());
@@ -711,7 +722,7 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
 
 absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
     absl::string_view body, ExamplesMethod method,
-    const std::map<std::string, Signature>& signatures) {
+    const std::map<std::string, Signature>& signatures, int64_t max_values) {
   COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
   const json::object& o = doc.get_object();
   ExamplesRequest request;
@@ -768,8 +779,10 @@ absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
   }
   COSESSION_RETURN_IF_ERROR(
       CheckExamplesSignature(sig->first, sig->second, method));
+  int64_t values_left = max_values;
   for (const auto& [key, spec] : sig->second.inputs) {
-    absl::StatusOr<Tensor> t = FeatureTensor(key, spec, list, context);
+    absl::StatusOr<Tensor> t =
+        FeatureTensor(key, spec, list, context, max_values, values_left);
     if (!t.ok()) return t.status();
     request.inputs.emplace(key, *std::move(t));
   }

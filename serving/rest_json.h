@@ -40,7 +40,10 @@
 // from both the example and the context is InvalidArgument naming the
 // feature and the example. Features the signature does not name are
 // ignored, as parse_example ignores them; a feature in both the context and
-// an example is an error (the API says it must not be).
+// an example is an error (the API says it must not be). A context's values
+// are copied into every example, so the values a request makes are
+// bounded: kMaxExampleValues in all (InvalidArgument beyond, naming the
+// feature).
 // Responses: {"results": [[["<label>", <score>], ...], ...]} (one list of
 // class label/score pairs per example) and {"results": [<value>, ...]}.
 // TensorFlow Serving's server and its documentation's example answer
@@ -99,9 +102,14 @@ struct ExamplesRequest {
 // tensorflow/serving/classify. Was: tensorflow/serving/predict", as
 // TensorFlow Serving answers; an unknown one is "No signature was found
 // with name: s".
+// The most values a request's examples may make in all: 64 MiB of floats,
+// the size of the largest body cosession_serve reads.
+inline constexpr int64_t kMaxExampleValues = int64_t{1} << 24;
+
 absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
     absl::string_view body, ExamplesMethod method,
-    const std::map<std::string, Signature>& signatures);
+    const std::map<std::string, Signature>& signatures,
+    int64_t max_values = kMaxExampleValues);
 
 // The response body for a classify or regress signature's `outputs` over
 // `num_examples` examples. InvalidArgument (TensorFlow Serving's messages)

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cosession/serving/rest_json.h"
 
 namespace cosession::rest_json_examples_test {
@@ -162,6 +163,36 @@ TEST(RestJsonExamples, BadRequestsNameTheFeatureAndTheExample) {
     EXPECT_TRUE(absl::StrContains(request.status().message(), c.message))
         << c.body << "\n  got: " << request.status().message();
   }
+}
+
+// A context's list is every example's: a small body must not make an
+// enormous tensor.
+TEST(RestJsonExamples, AContextCopiedIntoManyExamplesIsBounded) {
+  auto sigs = Signatures();
+  sigs["classification"].inputs["x"] = Spec(DType::kFloat, TensorShape{-1, -1});
+  std::string context = "[0";
+  for (int i = 1; i < 100; ++i) context += ",0";
+  context += "]";
+  auto body = [&](int n) {
+    std::string examples = R"({"n": 1})";
+    for (int i = 1; i < n; ++i) examples += R"(,{"n": 1})";
+    return absl::StrCat(
+        R"({"signature_name": "classification", "context": {"x": )", context,
+        R"(}, "examples": [)", examples, "]}");
+  };
+  // 100 values x 10 examples + 10 of "n": within a bound of 1,010.
+  auto request =
+      ParseExamplesRequest(body(10), ExamplesMethod::kClassify, sigs, 1010);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->inputs.at("x").shape().DebugString(), "[10,100]");
+  // 11 examples: past it, whichever input comes first.
+  request =
+      ParseExamplesRequest(body(11), ExamplesMethod::kClassify, sigs, 1010);
+  ASSERT_FALSE(request.ok());
+  EXPECT_TRUE(absl::StrContains(request.status().message(),
+                                "makes more values than the 1010 a request's "
+                                "examples may make, over its 11 examples"))
+      << request.status();
 }
 
 TEST(RestJsonExamples, ClassifyAnswersLabelScorePairsPerExample) {
