@@ -70,22 +70,6 @@ std::optional<std::string> UrlDecode(absl::string_view s) {
   return out;
 }
 
-std::string TfDTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat:
-      return "DT_FLOAT";
-    case DType::kDouble:
-      return "DT_DOUBLE";
-    case DType::kInt32:
-      return "DT_INT32";
-    case DType::kInt64:
-      return "DT_INT64";
-    case DType::kBool:
-      return "DT_BOOL";
-  }
-  return "DT_INVALID";
-}
-
 json::object TensorInfoJson(const SignatureTensor& t) {
   json::array dims;
   if (!t.shape.unknown_rank()) {
@@ -333,7 +317,9 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
           "Could not find base path ", m.config.base_path, " for servable ",
           name, ": ", versions.status().message()));
     }
-    if (VersionsToServe(m.config.version_policy, *versions).empty()) {
+    std::vector<int64_t> wanted =
+        VersionsToServe(m.config.version_policy, *versions);
+    if (wanted.empty()) {
       co_return absl::NotFoundError(absl::StrCat(
           "no version of servable ", name, " under ", m.config.base_path,
           versions->empty() ? ": name each version's directory by its number, "
@@ -341,7 +327,7 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
                                   JoinPath(m.config.base_path, "1")
                             : " is one its model_version_policy serves"));
     }
-    if (absl::Status loaded = co_await server->LoadWanted(m, *versions);
+    if (absl::Status loaded = co_await server->LoadWanted(m, std::move(wanted));
         !loaded.ok()) {
       co_return loaded;
     }
@@ -370,10 +356,9 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
 }
 
 asio::awaitable<absl::Status> ModelServer::LoadWanted(
-    Model& model, const std::vector<int64_t>& available) {
+    Model& model, std::vector<int64_t> wanted) {
   absl::Status first_error;
-  for (int64_t version :
-       VersionsToServe(model.config.version_policy, available)) {
+  for (int64_t version : wanted) {
     if (model.states.contains(version)) continue;  // served, or tried
     model.states[version] = {"LOADING", absl::OkStatus()};
     absl::StatusOr<std::shared_ptr<ServedVersion>> loaded =
@@ -394,7 +379,7 @@ asio::awaitable<absl::Status> ModelServer::LoadWanted(
 }
 
 asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer::ServedVersion>>>
-ModelServer::Load(const std::string& model, int64_t version) {
+ModelServer::Load(std::string model, int64_t version) {
   const std::string path =
       JoinPath(models_.at(model)->config.base_path, absl::StrCat(version));
   // The files are read and parsed on the pool, not on the event loop.
@@ -464,7 +449,7 @@ asio::awaitable<void> ModelServer::Refresh(Model& m) {
   const size_t served_before = m.served.size();
   const int64_t highest_before =
       m.served.empty() ? -1 : m.served.rbegin()->first;
-  if (absl::Status loaded = co_await LoadWanted(m, *versions); !loaded.ok()) {
+  if (absl::Status loaded = co_await LoadWanted(m, wanted); !loaded.ok()) {
     std::fprintf(stderr, "cosession_serve: %s\n", loaded.ToString().c_str());
   }
   // Unloads only once a wanted version serves: never no version at all.

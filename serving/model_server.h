@@ -153,11 +153,14 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   ModelServer(ModelServerOptions options, Runtime& runtime,
               boost::asio::any_io_executor executor);
   boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ServedVersion>>> Load(
-      const std::string& model, int64_t version);
-  // Loads the versions `model`'s policy serves out of `available` and not
-  // tried yet; OK, or the first load's error.
-  boost::asio::awaitable<absl::Status> LoadWanted(
-      Model& model, const std::vector<int64_t>& available);
+      std::string model, int64_t version);
+  // The coroutines below take a Model by reference: models_ owns it, and
+  // no model is erased while they run (Start runs them before any poll;
+  // a poll holds polling_, and only a poll erases models).
+  // Loads the versions of `wanted` not tried yet; OK, or the first load's
+  // error.
+  boost::asio::awaitable<absl::Status> LoadWanted(Model& model,
+                                                  std::vector<int64_t> wanted);
   boost::asio::awaitable<void> PollLoop();
   boost::asio::awaitable<void> ConfigPollLoop();
   // Lists `model`'s base path, loads the versions its policy wants and

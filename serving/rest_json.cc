@@ -373,11 +373,6 @@ const char* JsonTypeName(const json::value& v) {
   }
 }
 
-// TensorFlow's name of a dtype: DT_FLOAT, DT_INT64, ...
-std::string TfDTypeName(DType dtype) {
-  return absl::StrCat("DT_", absl::AsciiStrToUpper(DTypeName(dtype)));
-}
-
 // What TensorFlow Serving checks of a signature before running it for
 // classify or regress (its classifier.cc and regressor.cc).
 absl::Status CheckExamplesSignature(const std::string& name,
@@ -645,6 +640,10 @@ void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
 }
 
 }  // namespace
+
+std::string TfDTypeName(DType dtype) {
+  return absl::StrCat("DT_", absl::AsciiStrToUpper(DTypeName(dtype)));
+}
 
 absl::StatusOr<PredictRequest> ParsePredictRequest(
     absl::string_view body,

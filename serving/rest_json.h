@@ -118,6 +118,10 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
                                                    const NamedTensors& outputs,
                                                    int64_t num_examples);
 
+// TensorFlow's name of a dtype, as its messages and metadata write it:
+// DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL.
+std::string TfDTypeName(DType dtype);
+
 // {"error": "<message>"}.
 std::string RenderErrorBody(absl::string_view message);
 
