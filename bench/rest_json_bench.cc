@@ -2,7 +2,14 @@
 // measurement"), and what filling tensors adds. The body: 64 rows of 784
 // floats in TensorFlow Serving's row format (~400 KB), as a client
 // sending images would.
-//   BM_RestJson_ParsePredict   ParsePredictRequest (Boost.JSON + tensors)
+//   BM_RestJson_ParsePredict   ParsePredictRequest (its fast path, the
+//                              tensor filled from Boost.JSON's events)
+//   BM_RestJson_ParsePredictThroughTree
+//                              the same through Boost.JSON's document tree,
+//                              as every other body is parsed
+//   BM_Baseline_BoostJsonEvents  Boost.JSON's event parser keeping every
+//                              number as a float, no checks: the least a
+//                              reader of the body can do
 //   BM_Baseline_BoostJsonDom   Boost.JSON's parse into its DOM only
 //   BM_Baseline_NlohmannDom    nlohmann::json's parse into its DOM only
 //   BM_RestJson_RenderPredict  the response for 64 rows of 10 floats
@@ -14,6 +21,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "bench/json_number_collector.h"
 #include "cosession/serving/rest_json.h"
 
 namespace cosession {
@@ -57,6 +65,30 @@ void BM_RestJson_ParsePredict(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * Body().size());
 }
 BENCHMARK(BM_RestJson_ParsePredict);
+
+void BM_RestJson_ParsePredictThroughTree(benchmark::State& state) {
+  const auto sigs = Signatures();
+  for (auto _ : state) {
+    auto request = ParsePredictRequestThroughTree(Body(), sigs);
+    if (!request.ok()) state.SkipWithError(request.status().ToString().c_str());
+    benchmark::DoNotOptimize(request);
+  }
+  state.SetBytesProcessed(state.iterations() * Body().size());
+}
+BENCHMARK(BM_RestJson_ParsePredictThroughTree);
+
+void BM_Baseline_BoostJsonEvents(benchmark::State& state) {
+  std::vector<float> numbers;
+  for (auto _ : state) {
+    numbers.clear();
+    if (!bench::CollectJsonNumbers(Body(), numbers)) {
+      state.SkipWithError("not valid JSON");
+    }
+    benchmark::DoNotOptimize(numbers.data());
+  }
+  state.SetBytesProcessed(state.iterations() * Body().size());
+}
+BENCHMARK(BM_Baseline_BoostJsonEvents);
 
 void BM_Baseline_BoostJsonDom(benchmark::State& state) {
   for (auto _ : state) {

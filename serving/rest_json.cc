@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/json_string_state.h"
+#include "cosession/serving/predict_fast_path.h"
 
 namespace cosession {
 namespace {
@@ -646,6 +647,16 @@ std::string TfDTypeName(DType dtype) {
 }
 
 absl::StatusOr<PredictRequest> ParsePredictRequest(
+    absl::string_view body,
+    const std::map<std::string, Signature>& signatures) {
+  if (std::optional<PredictRequest> dense =
+          TryParseDensePredictRequest(body, signatures)) {
+    return *std::move(dense);
+  }
+  return ParsePredictRequestThroughTree(body, signatures);
+}
+
+absl::StatusOr<PredictRequest> ParsePredictRequestThroughTree(
     absl::string_view body,
     const std::map<std::string, Signature>& signatures) {
   COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));

@@ -54,7 +54,8 @@
 // has none).
 //
 // The parser is Boost.JSON's (already part of the Boost the project uses;
-// nesting is bounded at 64 levels). Thread safety: pure functions.
+// nesting is bounded at 64 levels): its event parser for the common predict
+// body, its tree for everything else. Thread safety: pure functions.
 #ifndef COSESSION_SERVING_REST_JSON_H_
 #define COSESSION_SERVING_REST_JSON_H_
 
@@ -79,8 +80,15 @@ struct PredictRequest {
 
 // Parses a predict body against the model's signatures. An unknown
 // signature is InvalidArgument `Serving signature name: "s" not found in
-// signature def`.
+// signature def`. The common body (one float input, a list of numbers) is
+// read in one pass straight into its tensor (predict_fast_path.h); every
+// other body, and every error, goes through Boost.JSON's tree.
 absl::StatusOr<PredictRequest> ParsePredictRequest(
+    absl::string_view body, const std::map<std::string, Signature>& signatures);
+
+// ParsePredictRequest with every body through the tree: what the fast
+// path's tests and the request fuzzer compare it with.
+absl::StatusOr<PredictRequest> ParsePredictRequestThroughTree(
     absl::string_view body, const std::map<std::string, Signature>& signatures);
 
 // The response body for `outputs` in `format`. InvalidArgument for a row
