@@ -17,7 +17,12 @@
 // --model_config_file (several models, version policies and labels) with
 // --model_config_file_poll_wait_seconds (0: read once),
 // --enable_batching with --batching_parameters_file (its text format),
-// --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000).
+// --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000),
+// --rest_api_enable_cors_support, --monitoring_config_file (where the
+// Prometheus page is). Its --port, --rest_api_num_threads and
+// --enable_model_warmup are taken and checked but have nothing to act on
+// (no gRPC API, one event loop, no warm-up records in cosession's
+// exports).
 // The highest version under --model_base_path is served; a higher one
 // appearing is loaded and switched to, the old one unloaded once its
 // requests finished. Prometheus metrics at /monitoring/prometheus/metrics.
@@ -52,6 +57,7 @@
 #include "cosession/serving/http_server.h"
 #include "cosession/serving/model_server.h"
 #include "cosession/serving/model_server_config.h"
+#include "cosession/serving/monitoring_config.h"
 #include "examples/strict_flags.h"
 
 ABSL_FLAG(int32_t, rest_api_port, 8501,
@@ -83,6 +89,28 @@ ABSL_FLAG(int64_t, rest_api_timeout_in_ms, 30000,
           "A prediction's deadline (0 or less: none)");
 ABSL_FLAG(int64_t, drain_grace_seconds, 10,
           "On SIGTERM/SIGINT, how long requests in flight may still take");
+ABSL_FLAG(bool, rest_api_enable_cors_support, false,
+          "Answer the REST API with CORS headers (Access-Control-Allow-Origin: "
+          "*), so that pages of other origins may call it");
+ABSL_FLAG(std::string, monitoring_config_file, "",
+          "A MonitoringConfig text proto (prometheus_config { enable: true "
+          "path: ... }): where the Prometheus page is, or none (without "
+          "the flag: at /monitoring/prometheus/metrics)");
+// tensorflow_model_server's flags that deployments pass but that have
+// nothing to act on here: taken and checked (their help says they are
+// unused), so that
+// its command lines (e.g. its Docker image's, with --port=8500) work.
+ABSL_FLAG(int32_t, port, 8500,
+          "tensorflow_model_server's gRPC port: cosession_serve has no gRPC "
+          "API (only checked)");
+ABSL_FLAG(int32_t, rest_api_num_threads, 0,
+          "tensorflow_model_server's REST threads: cosession_serve answers "
+          "on one event loop, graph runs go to the runtime's pool (only "
+          "checked: >= 0)");
+ABSL_FLAG(bool, enable_model_warmup, false,
+          "tensorflow_model_server replays a version's "
+          "assets.extra/tf_serving_warmup_requests; cosession's exports "
+          "have none, so there is nothing to replay (only checked)");
 
 namespace asio = boost::asio;
 using namespace cosession;
@@ -162,6 +190,34 @@ absl::StatusOr<Flags> ReadFlags() {
       std::chrono::seconds(absl::GetFlag(FLAGS_file_system_poll_wait_seconds));
   f.model.rest_api_timeout =
       std::chrono::milliseconds(absl::GetFlag(FLAGS_rest_api_timeout_in_ms));
+  f.model.enable_cors_support =
+      absl::GetFlag(FLAGS_rest_api_enable_cors_support);
+  const std::string monitoring_file =
+      absl::GetFlag(FLAGS_monitoring_config_file);
+  if (!monitoring_file.empty()) {
+    absl::StatusOr<std::string> text = ReadFileToString(monitoring_file);
+    if (!text.ok()) {
+      return FlagError("monitoring_config_file", text.status().message());
+    }
+    absl::StatusOr<MonitoringConfig> monitoring =
+        ParseMonitoringConfig(*text, monitoring_file);
+    if (!monitoring.ok()) {
+      return FlagError("monitoring_config_file", monitoring.status().message());
+    }
+    f.model.enable_prometheus = !monitoring->prometheus_path.empty();
+    f.model.prometheus_path = monitoring->prometheus_path;
+  }
+  const int32_t grpc_port = absl::GetFlag(FLAGS_port);
+  if (grpc_port < 0 || grpc_port > 65535) {
+    return FlagError("port", "must be in 0..65535");
+  }
+  if (grpc_port != 0 && grpc_port == port) {
+    // TensorFlow Serving then exports no REST API at all.
+    return FlagError("rest_api_port", "cannot be the same as --port");
+  }
+  if (absl::GetFlag(FLAGS_rest_api_num_threads) < 0) {
+    return FlagError("rest_api_num_threads", "must be >= 0");
+  }
   const int64_t grace = absl::GetFlag(FLAGS_drain_grace_seconds);
   if (grace < 0) return FlagError("drain_grace_seconds", "must be >= 0");
   f.grace = std::chrono::seconds(grace);
@@ -189,7 +245,7 @@ asio::awaitable<int> Serve(Flags f, bool* drained) {
   std::shared_ptr<ModelServer> model = *started;
   HttpHandler handler = [model](HttpRequest r) {
     return model->Handle(std::move(r.method), std::move(r.target),
-                         std::move(r.body));
+                         std::move(r.body), std::move(r.origin));
   };
   absl::StatusOr<std::unique_ptr<HttpServer>> listening =
       HttpServer::Listen(executor, f.http, std::move(handler));

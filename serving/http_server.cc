@@ -59,6 +59,7 @@ http::response<http::string_body> Response(unsigned status, unsigned version,
                                         version};
   res.set(http::field::server, "cosession_serve");
   res.set(http::field::content_type, reply.content_type);
+  for (const auto& [name, value] : reply.headers) res.set(name, value);
   res.keep_alive(keep_alive);
   res.body() = std::move(reply.body);
   res.prepare_payload();
@@ -191,7 +192,8 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
     http::request<http::string_body> req = parser.release();
     HttpRequest request{.method = std::string(req.method_string()),
                         .target = std::string(req.target()),
-                        .body = std::move(req.body())};
+                        .body = std::move(req.body()),
+                        .origin = std::string(req[http::field::origin])};
     asio::awaitable<HttpReply> handling = handler(std::move(request));
     asio::awaitable<void> watching =
         WatchForClose(c, &buffer, options.max_header_bytes);

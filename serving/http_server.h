@@ -48,6 +48,7 @@ struct HttpRequest {
   std::string method{};  // "GET", "POST", ...
   std::string target{};  // path and query, as sent
   std::string body{};
+  std::string origin{};  // the Origin header ("" without one): for CORS
 };
 
 using HttpHandler =

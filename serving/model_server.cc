@@ -594,9 +594,40 @@ std::string ModelServer::MetricsModel(const std::string& name) const {
 
 asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
                                                std::string target,
-                                               std::string body) {
-  const std::string path = target.substr(0, target.find_first_of("?#"));
-  if (path == kPrometheusPath) co_return PrometheusText();
+                                               std::string body,
+                                               std::string origin) {
+  std::string path = target.substr(0, target.find_first_of("?#"));
+  if (options_.enable_prometheus &&
+      path == (options_.prometheus_path.empty()
+                   ? std::string_view(kDefaultPrometheusPath)
+                   : std::string_view(options_.prometheus_path))) {
+    co_return PrometheusText();
+  }
+  const bool rest_api = absl::StartsWithIgnoreCase(path, "/v1/");
+  HttpReply reply;
+  if (rest_api && method == "OPTIONS") {
+    // TensorFlow Serving's preflight: any origin that names a scheme.
+    if (absl::StrContains(origin, "http://") ||
+        absl::StrContains(origin, "https://")) {
+      reply.body.clear();
+    } else {
+      reply = ErrorReply(absl::FailedPreconditionError(
+          "Origin header is missing in CORS preflight"));
+    }
+  } else {
+    reply = co_await Route(std::move(method), std::move(path), std::move(body));
+  }
+  if (rest_api && options_.enable_cors_support) {
+    reply.headers.emplace_back("Access-Control-Allow-Origin", "*");
+    reply.headers.emplace_back("Access-Control-Allow-Methods", "POST, GET");
+    reply.headers.emplace_back("Access-Control-Allow-Headers", "Content-Type");
+  }
+  co_return reply;
+}
+
+asio::awaitable<HttpReply> ModelServer::Route(std::string method,
+                                              std::string path,
+                                              std::string body) {
   if (!absl::StartsWithIgnoreCase(path, "/v1/")) {
     co_return JsonReply(
         404, RenderErrorBody(absl::StrCat("Not found: ", path,

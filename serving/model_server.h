@@ -27,7 +27,9 @@
 //                                                                  columnar
 //   POST .../{name}[/versions/{v}|/labels/{l}]:classify   examples
 //   POST .../{name}[/versions/{v}|/labels/{l}]:regress    (rest_json.h)
-//   any  /monitoring/prometheus/metrics               Prometheus text
+//   any  /monitoring/prometheus/metrics               Prometheus text (or
+//                                                     prometheus_path)
+//   OPTIONS /v1/...                                   CORS preflight
 // Errors are {"error": "..."} with TensorFlow Serving's codes: 400 for a
 // malformed path or body (the message naming the input) or an unknown
 // label, 404 for an unknown model or version, 503 when the batching queue
@@ -56,6 +58,7 @@
 #include "cosession/async/runtime.h"
 #include "cosession/serving/batching_session.h"
 #include "cosession/serving/model_server_config.h"
+#include "cosession/serving/monitoring_config.h"
 #include "cosession/serving/saved_model.h"
 
 namespace cosession {
@@ -78,12 +81,23 @@ struct ModelServerOptions {
   std::chrono::milliseconds file_system_poll_wait{1000};
   // A predict's deadline; zero or less: none.
   std::chrono::milliseconds rest_api_timeout{30000};
+  // --rest_api_enable_cors_support: every answer under /v1/ carries
+  // TensorFlow Serving's CORS headers (Access-Control-Allow-Origin: *,
+  // -Methods: POST, GET, -Headers: Content-Type).
+  bool enable_cors_support = false;
+  // The Prometheus page (--monitoring_config_file,
+  // serving/monitoring_config.h): whether it is served, and where (empty:
+  // kDefaultPrometheusPath).
+  bool enable_prometheus = true;
+  std::string prometheus_path{};
 };
 
 struct HttpReply {
   unsigned status = 200;
   std::string content_type = "application/json";
   std::string body{};
+  // Further header fields, written as given.
+  std::vector<std::pair<std::string, std::string>> headers{};
 };
 
 // TensorFlow Serving's HTTP status for a status code (OK 200,
@@ -93,8 +107,8 @@ unsigned HttpStatusOf(absl::StatusCode code);
 
 class ModelServer : public std::enable_shared_from_this<ModelServer> {
  public:
-  inline static constexpr char kPrometheusPath[] =
-      "/monitoring/prometheus/metrics";
+  // The Prometheus page's default place (ModelServerOptions::prometheus_path).
+  inline static constexpr const char* kPrometheusPath = kDefaultPrometheusPath;
 
   // Loads the versions each model's policy serves and starts polling.
   // InvalidArgument naming the flag for a bad option, or a label on a
@@ -108,12 +122,18 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   ModelServer& operator=(const ModelServer&) = delete;
   ~ModelServer();
 
-  // One request; `target` is the request target (path and query).
-  // Cancellable (per-operation cancellation through the awaiting
-  // coroutine): a predict still queued is dropped and answered 499.
+  // One request; `target` is the request target (path and query),
+  // `origin` its Origin header ("" without one). Cancellable
+  // (per-operation cancellation through the awaiting coroutine): a predict
+  // still queued is dropped and answered 499.
+  // A CORS preflight (OPTIONS of a path under /v1/) is answered as
+  // TensorFlow Serving answers it: 200 with an empty body when `origin`
+  // holds "http://" or "https://", else 400 "Origin header is missing in
+  // CORS preflight"; the CORS headers come with it only under
+  // enable_cors_support.
   boost::asio::awaitable<HttpReply> Handle(std::string method,
-                                           std::string target,
-                                           std::string body);
+                                           std::string target, std::string body,
+                                           std::string origin = {});
 
   // Lists the base paths now, loads the versions the policies now serve
   // and unloads those they no longer serve (what each poll does).
@@ -176,6 +196,9 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // "" otherwise (so that unknown names cannot grow the metrics).
   std::string MetricsModel(const std::string& name) const;
 
+  // Handle's routing, after the CORS preflight and before its headers.
+  boost::asio::awaitable<HttpReply> Route(std::string method, std::string path,
+                                          std::string body);
   HttpReply Status(const std::string& name, std::optional<int64_t> version);
   HttpReply Metadata(const std::string& name, std::optional<int64_t> version,
                      const std::optional<std::string>& label);

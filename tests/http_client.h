@@ -10,7 +10,10 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -22,7 +25,10 @@ struct ClientReply {
   std::string content_type{};
   std::string body{};
   bool keep_alive = false;
+  std::map<std::string, std::string> headers{};  // every field, by name
 };
+
+using RequestHeaders = std::vector<std::pair<std::string, std::string>>;
 
 // A connection to 127.0.0.1:port.
 inline boost::asio::awaitable<absl::StatusOr<boost::beast::tcp_stream>>
@@ -40,13 +46,14 @@ HttpConnect(uint16_t port) {
 // One request on `stream`, and its reply.
 inline boost::asio::awaitable<absl::StatusOr<ClientReply>> HttpExchange(
     boost::beast::tcp_stream& stream, std::string method, std::string target,
-    std::string body) {
+    std::string body, RequestHeaders headers = {}) {
   namespace asio = boost::asio;
   namespace http = boost::beast::http;
   http::request<http::string_body> req{http::string_to_verb(method), target,
                                        11};
   req.set(http::field::host, "127.0.0.1");
   if (!body.empty()) req.set(http::field::content_type, "application/json");
+  for (const auto& [name, value] : headers) req.set(name, value);
   req.body() = std::move(body);
   req.prepare_payload();
   auto [write_ec, written] = co_await http::async_write(
@@ -62,16 +69,21 @@ inline boost::asio::awaitable<absl::StatusOr<ClientReply>> HttpExchange(
   reply.content_type = std::string(res[http::field::content_type]);
   reply.body = std::move(res.body());
   reply.keep_alive = res.keep_alive();
+  for (const auto& field : res) {
+    reply.headers[std::string(field.name_string())] =
+        std::string(field.value());
+  }
   co_return reply;
 }
 
 // One request on a new connection.
 inline boost::asio::awaitable<absl::StatusOr<ClientReply>> HttpCall(
-    uint16_t port, std::string method, std::string target, std::string body) {
+    uint16_t port, std::string method, std::string target, std::string body,
+    RequestHeaders headers = {}) {
   absl::StatusOr<boost::beast::tcp_stream> stream = co_await HttpConnect(port);
   if (!stream.ok()) co_return stream.status();
   co_return co_await HttpExchange(*stream, std::move(method), std::move(target),
-                                  std::move(body));
+                                  std::move(body), std::move(headers));
 }
 
 }  // namespace cosession::testing

@@ -528,5 +528,80 @@ CO_TEST(ModelServer, ALatestPolicyOfTwoKeepsTheTwoHighestVersions) {
   server->Stop();
 }
 
+// The value of `reply`'s header `name`, "" when it has none.
+std::string Header(const HttpReply& reply, absl::string_view name) {
+  for (const auto& [n, v] : reply.headers) {
+    if (n == name) return v;
+  }
+  return "";
+}
+
+CO_TEST(ModelServer, CorsHeadersAndPreflightAsTensorFlowServing) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  for (bool cors : {false, true}) {
+    SCOPED_TRACE(cors ? "with CORS" : "without CORS");
+    ModelServerOptions o = Options(dir);
+    o.enable_cors_support = cors;
+    auto server = co_await Started(o);
+    CO_ASSERT_TRUE(server != nullptr);
+    const std::string allowed = cors ? "*" : "";
+    // Every answer under /v1/, errors too, carries the headers.
+    HttpReply predicted = co_await server->Handle(
+        "POST", "/v1/models/m:predict", R"({"instances": [[1, 0]]})");
+    EXPECT_EQ(predicted.status, 200u) << predicted.body;
+    EXPECT_EQ(Header(predicted, "Access-Control-Allow-Origin"), allowed);
+    EXPECT_EQ(Header(predicted, "Access-Control-Allow-Methods"),
+              cors ? "POST, GET" : "");
+    EXPECT_EQ(Header(predicted, "Access-Control-Allow-Headers"),
+              cors ? "Content-Type" : "");
+    HttpReply unknown = co_await server->Handle("GET", "/v1/models/nope", "");
+    EXPECT_EQ(unknown.status, 404u);
+    EXPECT_EQ(Header(unknown, "Access-Control-Allow-Origin"), allowed);
+    // The preflight: an origin naming a scheme is 200 with no body.
+    HttpReply preflight = co_await server->Handle(
+        "OPTIONS", "/v1/models/m:predict", "", "https://app.example.com");
+    EXPECT_EQ(preflight.status, 200u) << preflight.body;
+    EXPECT_EQ(preflight.body, "");
+    EXPECT_EQ(Header(preflight, "Access-Control-Allow-Origin"), allowed);
+    HttpReply no_origin =
+        co_await server->Handle("OPTIONS", "/v1/models/m:predict", "", "");
+    EXPECT_EQ(no_origin.status, 400u);
+    EXPECT_TRUE(absl::StrContains(no_origin.body,
+                                  "Origin header is missing in CORS preflight"))
+        << no_origin.body;
+    // Not under /v1/: no CORS headers.
+    HttpReply metrics =
+        co_await server->Handle("GET", ModelServer::kPrometheusPath, "");
+    EXPECT_EQ(metrics.status, 200u);
+    EXPECT_EQ(Header(metrics, "Access-Control-Allow-Origin"), "");
+    server->Stop();
+  }
+}
+
+CO_TEST(ModelServer, ThePrometheusPageIsWhereTheMonitoringConfigSays) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  ModelServerOptions o = Options(dir);
+  o.prometheus_path = "/metrics";
+  auto moved = co_await Started(o);
+  CO_ASSERT_TRUE(moved != nullptr);
+  HttpReply at_path = co_await moved->Handle("GET", "/metrics", "");
+  EXPECT_EQ(at_path.status, 200u);
+  EXPECT_TRUE(absl::StrContains(at_path.body, "# TYPE")) << at_path.body;
+  HttpReply at_default =
+      co_await moved->Handle("GET", ModelServer::kPrometheusPath, "");
+  EXPECT_EQ(at_default.status, 404u) << at_default.body;
+  moved->Stop();
+
+  o.enable_prometheus = false;  // enable: false
+  auto off = co_await Started(o);
+  CO_ASSERT_TRUE(off != nullptr);
+  HttpReply none =
+      co_await off->Handle("GET", ModelServer::kPrometheusPath, "");
+  EXPECT_EQ(none.status, 404u) << none.body;
+  off->Stop();
+}
+
 }  // namespace
 }  // namespace cosession::model_server_test
