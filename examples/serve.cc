@@ -19,7 +19,9 @@
 // --enable_batching with --batching_parameters_file (its text format),
 // --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000),
 // --rest_api_enable_cors_support, --monitoring_config_file (where the
-// Prometheus page is). Its --port, --rest_api_num_threads and
+// Prometheus page is), --tensorflow_intra_op_parallelism,
+// --tensorflow_inter_op_parallelism and --tensorflow_session_parallelism
+// (the runtime pool's threads). Its --port, --rest_api_num_threads and
 // --enable_model_warmup are taken and checked but have nothing to act on
 // (no gRPC API, one event loop, no warm-up records in cosession's
 // exports).
@@ -96,6 +98,18 @@ ABSL_FLAG(std::string, monitoring_config_file, "",
           "A MonitoringConfig text proto (prometheus_config { enable: true "
           "path: ... }): where the Prometheus page is, or none (without "
           "the flag: at /monitoring/prometheus/metrics)");
+// TensorFlow's session threads: cosession's one pool runs both the
+// independent ops (inter-op) and the pieces of split ones (intra-op).
+ABSL_FLAG(int32_t, tensorflow_intra_op_parallelism, 0,
+          "Threads of the runtime's pool, which also runs split kernels' "
+          "pieces (the larger of this and --tensorflow_inter_op_parallelism "
+          "is taken; 0: one per CPU)");
+ABSL_FLAG(int32_t, tensorflow_inter_op_parallelism, 0,
+          "Threads of the runtime's pool, which runs independent ops (see "
+          "--tensorflow_intra_op_parallelism; 0: one per CPU)");
+ABSL_FLAG(int32_t, tensorflow_session_parallelism, 0,
+          "Threads of the runtime's pool when neither of the two above is "
+          "given (0: one per CPU)");
 // tensorflow_model_server's flags that deployments pass but that have
 // nothing to act on here: taken and checked (their help says they are
 // unused), so that
@@ -121,6 +135,10 @@ namespace {
 struct Flags {
   ModelServerOptions model;
   HttpServerOptions http;
+  // The runtime pool's threads, and the flag that set them (0: the
+  // default runtime, one per CPU).
+  int runtime_threads = 0;
+  std::string runtime_threads_flag{};
   std::chrono::seconds grace{10};
 };
 
@@ -218,6 +236,22 @@ absl::StatusOr<Flags> ReadFlags() {
   if (absl::GetFlag(FLAGS_rest_api_num_threads) < 0) {
     return FlagError("rest_api_num_threads", "must be >= 0");
   }
+  for (const auto& [name, value] :
+       {std::pair{"tensorflow_intra_op_parallelism",
+                  absl::GetFlag(FLAGS_tensorflow_intra_op_parallelism)},
+        std::pair{"tensorflow_inter_op_parallelism",
+                  absl::GetFlag(FLAGS_tensorflow_inter_op_parallelism)},
+        std::pair{"tensorflow_session_parallelism",
+                  absl::GetFlag(FLAGS_tensorflow_session_parallelism)}}) {
+    if (value < 0 || value > 1024) return FlagError(name, "must be in 0..1024");
+    // The first two: the larger; the session's only when neither is given.
+    const bool session =
+        absl::string_view(name) == "tensorflow_session_parallelism";
+    if (value > f.runtime_threads && !(session && f.runtime_threads > 0)) {
+      f.runtime_threads = value;
+      f.runtime_threads_flag = name;
+    }
+  }
   const int64_t grace = absl::GetFlag(FLAGS_drain_grace_seconds);
   if (grace < 0) return FlagError("drain_grace_seconds", "must be >= 0");
   f.grace = std::chrono::seconds(grace);
@@ -231,12 +265,12 @@ void Say(const std::string& line) {
 
 // Returns the exit code; `drained` says whether every connection closed
 // within the grace period.
-asio::awaitable<int> Serve(Flags f, bool* drained) {
+asio::awaitable<int> Serve(Flags f, Runtime* runtime, bool* drained) {
   asio::any_io_executor executor = co_await asio::this_coro::executor;
   // Signals first: one that comes while the model loads stops the start.
   asio::signal_set signals(executor, SIGINT, SIGTERM);
   absl::StatusOr<std::shared_ptr<ModelServer>> started =
-      co_await ModelServer::Start(f.model, Runtime::Default());
+      co_await ModelServer::Start(f.model, *runtime);
   if (!started.ok()) {
     std::fprintf(stderr, "cosession_serve: %s\n",
                  started.status().ToString().c_str());
@@ -308,10 +342,30 @@ int main(int argc, char** argv) {
                  std::string(flags.status().message()).c_str());
     return 2;
   }
+  // A pool of the size the TensorFlow flags ask for, or the default one;
+  // declared before the event loop so that it outlives it, as the default
+  // runtime (a static) does.
+  std::unique_ptr<Runtime> sized_runtime;
+  Runtime* runtime = &Runtime::Default();
+  if (flags->runtime_threads > 0) {
+    absl::StatusOr<bool> pin =
+        PinThreadsFromEnvironment(std::getenv("COSESSION_PIN_THREADS"));
+    if (!pin.ok()) {
+      std::fprintf(stderr, "cosession_serve: %s\n",
+                   std::string(pin.status().message()).c_str());
+      return 2;
+    }
+    sized_runtime = std::make_unique<Runtime>(RuntimeOptions{
+        .num_threads = flags->runtime_threads, .pin_threads = *pin});
+    runtime = sized_runtime.get();
+    std::printf("cosession_serve: running graphs on %d threads (--%s)\n",
+                flags->runtime_threads, flags->runtime_threads_flag.c_str());
+    std::fflush(stdout);
+  }
   asio::io_context io;
   int exit_code = 1;
   bool drained = true;
-  asio::co_spawn(io, Serve(*std::move(flags), &drained),
+  asio::co_spawn(io, Serve(*std::move(flags), runtime, &drained),
                  [&](std::exception_ptr error, int code) {
                    exit_code = error ? 1 : code;
                    // Past the grace period the busy requests are abandoned:

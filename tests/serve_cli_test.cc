@@ -127,15 +127,23 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
       {kServe, "--port=8500", "--rest_api_port=0", "--model_name=m",
        "--model_base_path=" + dir.path(), "--rest_api_address=127.0.0.1",
        "--rest_api_enable_cors_support=true", "--rest_api_num_threads=8",
-       "--enable_model_warmup", "--monitoring_config_file=" + monitoring});
+       "--enable_model_warmup", "--monitoring_config_file=" + monitoring,
+       "--tensorflow_intra_op_parallelism=1",
+       "--tensorflow_inter_op_parallelism=2"});
   CO_ASSERT_TRUE(child.started());
   CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
+  EXPECT_NE(child.output().find("running graphs on 2 threads "
+                                "(--tensorflow_inter_op_parallelism)"),
+            std::string::npos)
+      << child.output();
   const uint16_t port = PortIn(child.output());
   CO_ASSERT_TRUE(port != 0);
   auto predicted = co_await testing::HttpCall(
       port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
   CO_ASSERT_OK(predicted.status());
   EXPECT_EQ(predicted->status, 200u);
+  EXPECT_EQ(predicted->body,
+            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
   EXPECT_EQ(predicted->headers["Access-Control-Allow-Origin"], "*");
   // (Named: g++ 12 mishandles a braced list inside a co_await.)
   testing::RequestHeaders preflight_headers{
@@ -180,6 +188,9 @@ TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
        "--rest_api_port: cannot be the same as --port"},
       {{"--model_base_path=" + dir.path(), "--rest_api_num_threads=-1"},
        "--rest_api_num_threads"},
+      {{"--model_base_path=" + dir.path(),
+        "--tensorflow_intra_op_parallelism=5000"},
+       "--tensorflow_intra_op_parallelism: must be in 0..1024"},
   };
   WriteText(dir.path() + "/bad_monitoring.config",
             "prometheus_config { enable: maybe }");
