@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -214,11 +215,48 @@ Tensor Stack(const std::vector<Tensor>& items, const std::vector<int64_t>& dims,
   return t;
 }
 
-absl::Status RowError(size_t i, const absl::Status& s) {
-  return Invalid(absl::StrCat("Failed to process element: ", i,
-                              " of 'instances' list. Error: ", s.ToString()));
+// The items of one input gathered from the rows: each row's tensor, which
+// must have the first row's size and shape (TensorFlow Serving's
+// AddInstanceItem).
+struct RowItems {
+  std::vector<Tensor> items{};
+  std::vector<int64_t> dims{};  // the first item's
+};
+
+absl::Status AddRowItem(const json::value& value, const std::string& name,
+                        const Signature& sig,
+                        std::map<std::string, RowItems>& inputs) {
+  auto spec = sig.inputs.find(name);
+  if (spec == sig.inputs.end()) {
+    return Invalid(
+        absl::StrCat("JSON object: does not have named input: ", name));
+  }
+  std::vector<int64_t> dims;
+  COSESSION_ASSIGN_OR_RETURN(Tensor t,
+                             TensorFromJson(value, spec->second.dtype, dims));
+  RowItems& input = inputs[name];
+  if (input.items.empty()) {
+    input.dims = dims;
+  } else {
+    int64_t n_first = 1, n = 1;
+    for (int64_t d : input.dims) n_first *= d;
+    for (int64_t d : dims) n *= d;
+    if (n != n_first) {
+      return Invalid(
+          absl::StrCat("Expecting tensor size: ", n_first, " but got: ", n));
+    }
+    if (dims != input.dims) {
+      return Invalid(absl::StrCat("Expecting shape ", ShapeText(input.dims),
+                                  " but got: ", ShapeText(dims)));
+    }
+  }
+  input.items.push_back(std::move(t));
+  return absl::OkStatus();
 }
 
+// The row format, as TensorFlow Serving reads it (its json_tensor.cc): the
+// rows are all objects (one key per input, whatever the number of inputs)
+// when the first one is, else all values of the one input.
 absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
                                        const Signature& sig) {
   if (!instances.is_array()) {
@@ -230,62 +268,57 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
     return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
                                 " No values in 'instances' array"));
   }
-  const bool named = sig.inputs.size() > 1;
-  std::map<std::string, std::vector<Tensor>> items;
-  std::map<std::string, std::vector<int64_t>> item_dims;
+  const bool objects = rows[0].is_object();
+  if (!objects && sig.inputs.size() > 1) {
+    return Invalid(
+        "instances is a plain list, but expecting list of objects as "
+        "multiple input tensors required as per tensorinfo_map");
+  }
   std::vector<std::string> names;
   for (const auto& [name, spec] : sig.inputs) names.push_back(name);
+  std::map<std::string, RowItems> inputs;
   for (size_t i = 0; i < rows.size(); ++i) {
     const json::value& row = rows[i];
-    if (named && !row.is_object()) {
+    if (!objects) {
+      if (row.is_object()) {
+        return Invalid(
+            absl::StrCat("Expecting value/list but got object at item ", i,
+                         " of input list"));
+      }
+      if (absl::Status s = AddRowItem(row, names[0], sig, inputs); !s.ok()) {
+        return Invalid(
+            absl::StrCat("Failed to process element: ", i,
+                         " of 'instances' list. Error: ", s.ToString()));
+      }
+      continue;
+    }
+    if (!row.is_object()) {
+      return Invalid(absl::StrCat("Expecting object but got list at item ", i,
+                                  " of input list"));
+    }
+    std::set<std::string> keys;
+    for (const json::key_value_pair& kv : row.get_object()) {
+      std::string key(kv.key());
+      if (absl::Status s = AddRowItem(kv.value(), key, sig, inputs); !s.ok()) {
+        return Invalid(
+            absl::StrCat("Failed to process element: ", i, " key: ", key,
+                         " of 'instances' list. Error: ", s.ToString()));
+      }
+      keys.insert(std::move(key));
+    }
+    if (keys != std::set<std::string>(names.begin(), names.end())) {
       return Invalid(
-          "instances is a plain list, but expecting list of objects as "
-          "multiple input tensors required as per tensorinfo_map");
-    }
-    if (named) {
-      const json::object& o = row.get_object();
-      bool same = o.size() == names.size();
-      for (const std::string& n : names) same = same && o.contains(n);
-      if (!same) {
-        return Invalid(absl::StrCat(
-            "Failed to process element: ", i,
-            " of 'instances' list. JSON object: ", Quoted(row),
-            " keys must be equal to: ", absl::StrJoin(names, ",")));
-      }
-    } else if (row.is_object()) {
-      return Invalid(absl::StrCat(
-          "Expecting value/list but got object at item ", i, " of input list"));
-    }
-    for (const auto& [name, spec] : sig.inputs) {
-      const json::value& v = named ? row.get_object().at(name) : row;
-      std::vector<int64_t> dims;
-      absl::StatusOr<Tensor> t = TensorFromJson(v, spec.dtype, dims);
-      if (!t.ok()) return RowError(i, t.status());
-      if (i > 0) {
-        const std::vector<int64_t>& first = item_dims[name];
-        int64_t n_first = 1, n = 1;
-        for (int64_t d : first) n_first *= d;
-        for (int64_t d : dims) n *= d;
-        if (n != n_first) {
-          return RowError(i, Invalid(absl::StrCat("Expecting tensor size: ",
-                                                  n_first, " but got: ", n)));
-        }
-        if (dims != first) {
-          return RowError(
-              i, Invalid(absl::StrCat("Expecting shape ", ShapeText(first),
-                                      " but got: ", ShapeText(dims))));
-        }
-      } else {
-        item_dims[name] = dims;
-      }
-      items[name].push_back(*std::move(t));
+          absl::StrCat("Failed to process element: ", i,
+                       " of 'instances' list. JSON object: ", Quoted(row),
+                       " keys must be equal to: ", absl::StrJoin(names, ",")));
     }
   }
-  NamedTensors inputs;
+  NamedTensors stacked;
   for (const auto& [name, spec] : sig.inputs) {
-    inputs.emplace(name, Stack(items[name], item_dims[name], spec.dtype));
+    const RowItems& input = inputs[name];
+    stacked.emplace(name, Stack(input.items, input.dims, spec.dtype));
   }
-  return inputs;
+  return stacked;
 }
 
 absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,

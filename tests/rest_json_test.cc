@@ -54,6 +54,46 @@ TEST(RestJson, RowFormatWithSeveralInputsTakesObjects) {
   EXPECT_EQ(request->inputs.at("b").flat<int64_t>()[1], -3);
 }
 
+// As TensorFlow Serving (its json_tensor.cc): rows are objects whenever
+// the first one is, with one input as with several.
+TEST(RestJson, RowObjectsNameTheInputsWhateverTheirNumber) {
+  auto request = Parse(R"({"instances": [{"x": [1, 2]}, {"x": [3, 4.5]}]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  const Tensor& x = request->inputs.at("x");
+  EXPECT_EQ(x.shape().DebugString(), "[2,2]");
+  EXPECT_EQ(x.flat<float>()[3], 4.5f);
+  const struct {
+    const char* body;
+    const char* message;
+  } cases[] = {
+      {R"({"instances": [{"x": [1, 2]}, [3, 4]]})",
+       "Expecting object but got list at item 1 of input list"},
+      {R"({"instances": [[1, 2], {"x": [3, 4]}]})",
+       "Expecting value/list but got object at item 1 of input list"},
+      {R"({"instances": [{"x": [1, 2], "y": [1]}]})",
+       "Failed to process element: 0 key: y of 'instances' list. Error: "
+       "INVALID_ARGUMENT: JSON object: does not have named input: y"},
+      {R"({"instances": [{"x": [1, 2]}, {"x": [1, 2, 3]}]})",
+       "Failed to process element: 1 key: x of 'instances' list. Error: "
+       "INVALID_ARGUMENT: Expecting tensor size: 2 but got: 3"},
+      {R"({"instances": [{}]})",
+       "Failed to process element: 0 of 'instances' list. JSON object: {} "
+       "keys must be equal to: x"},
+      {R"({"signature_name": "pair", "instances": [{"a": 1, "b": 2}, [1, 2]]})",
+       "Expecting object but got list at item 1 of input list"},
+      {R"({"signature_name": "pair", "instances": [{"a": 1, "b": true}]})",
+       "Failed to process element: 0 key: b of 'instances' list. Error: "
+       "INVALID_ARGUMENT: JSON Value: true is not of expected type: int64"},
+  };
+  for (const auto& c : cases) {
+    auto bad = Parse(c.body);
+    ASSERT_FALSE(bad.ok()) << c.body;
+    EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << c.body;
+    EXPECT_TRUE(absl::StrContains(bad.status().message(), c.message))
+        << c.body << "\n  got: " << bad.status().message();
+  }
+}
+
 TEST(RestJson, ColumnarFormatTakesWholeTensors) {
   auto request = Parse(R"({"inputs": [[1, 2], [3, 4], [5, 6]]})");
   ASSERT_TRUE(request.ok()) << request.status();
