@@ -112,8 +112,8 @@ ABSL_FLAG(int32_t, tensorflow_session_parallelism, 0,
           "given (0: one per CPU)");
 // tensorflow_model_server's flags that deployments pass but that have
 // nothing to act on here: taken and checked (their help says they are
-// unused), so that
-// its command lines (e.g. its Docker image's, with --port=8500) work.
+// unused), so that its command lines (e.g. its Docker image's, with
+// --port=8500) work.
 ABSL_FLAG(int32_t, port, 8500,
           "tensorflow_model_server's gRPC port: cosession_serve has no gRPC "
           "API (only checked)");
@@ -146,6 +146,18 @@ absl::Status FlagError(absl::string_view flag, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", problem));
 }
 
+// The file a flag names, read and parsed by `parse(text, path)`; every
+// error names the flag.
+template <typename Parse>
+auto ReadFlagFile(absl::string_view flag, const std::string& path, Parse parse)
+    -> decltype(parse(std::string(), path)) {
+  absl::StatusOr<std::string> text = ReadFileToString(path);
+  if (!text.ok()) return FlagError(flag, text.status().message());
+  auto parsed = parse(*text, path);
+  if (!parsed.ok()) return FlagError(flag, parsed.status().message());
+  return parsed;
+}
+
 absl::StatusOr<Flags> ReadFlags() {
   Flags f;
   const int32_t port = absl::GetFlag(FLAGS_rest_api_port);
@@ -162,15 +174,9 @@ absl::StatusOr<Flags> ReadFlags() {
   f.model.model_base_path = absl::GetFlag(FLAGS_model_base_path);
   const std::string config_file = absl::GetFlag(FLAGS_model_config_file);
   if (!config_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFileToString(config_file);
-    if (!text.ok()) {
-      return FlagError("model_config_file", text.status().message());
-    }
     absl::StatusOr<std::vector<ModelConfig>> configs =
-        ParseModelServerConfig(*text, config_file);
-    if (!configs.ok()) {
-      return FlagError("model_config_file", configs.status().message());
-    }
+        ReadFlagFile("model_config_file", config_file, ParseModelServerConfig);
+    if (!configs.ok()) return configs.status();
     f.model.model_config_list = *std::move(configs);
     f.model.model_config_file = config_file;
     f.model.model_config_file_poll_wait = std::chrono::seconds(
@@ -193,15 +199,9 @@ absl::StatusOr<Flags> ReadFlags() {
   }
   f.model.batching = DefaultBatchingOptions();
   if (!batching_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFileToString(batching_file);
-    if (!text.ok()) {
-      return FlagError("batching_parameters_file", text.status().message());
-    }
-    absl::StatusOr<BatchingOptions> parsed =
-        ParseBatchingParameters(*text, batching_file);
-    if (!parsed.ok()) {
-      return FlagError("batching_parameters_file", parsed.status().message());
-    }
+    absl::StatusOr<BatchingOptions> parsed = ReadFlagFile(
+        "batching_parameters_file", batching_file, ParseBatchingParameters);
+    if (!parsed.ok()) return parsed.status();
     f.model.batching = *std::move(parsed);
   }
   f.model.file_system_poll_wait =
@@ -213,15 +213,9 @@ absl::StatusOr<Flags> ReadFlags() {
   const std::string monitoring_file =
       absl::GetFlag(FLAGS_monitoring_config_file);
   if (!monitoring_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFileToString(monitoring_file);
-    if (!text.ok()) {
-      return FlagError("monitoring_config_file", text.status().message());
-    }
-    absl::StatusOr<MonitoringConfig> monitoring =
-        ParseMonitoringConfig(*text, monitoring_file);
-    if (!monitoring.ok()) {
-      return FlagError("monitoring_config_file", monitoring.status().message());
-    }
+    absl::StatusOr<MonitoringConfig> monitoring = ReadFlagFile(
+        "monitoring_config_file", monitoring_file, ParseMonitoringConfig);
+    if (!monitoring.ok()) return monitoring.status();
     f.model.enable_prometheus = !monitoring->prometheus_path.empty();
     f.model.prometheus_path = monitoring->prometheus_path;
   }

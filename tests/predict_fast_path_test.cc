@@ -12,13 +12,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "cosession/serving/rest_json.h"
+#include "tests/signature_spec.h"
 
 namespace cosession::predict_fast_path_test {
 namespace {
 
-SignatureTensor Spec(DType dtype, TensorShape shape) {
-  return {.tensor = Output(), .dtype = dtype, .shape = std::move(shape)};
-}
+using testing::Spec;
 
 // serving_default: x float; "wide": w double; "ints": i int32; "pair": a
 // float and b int64.

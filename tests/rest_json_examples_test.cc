@@ -11,13 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/serving/rest_json.h"
+#include "tests/signature_spec.h"
 
 namespace cosession::rest_json_examples_test {
 namespace {
 
-SignatureTensor Spec(DType dtype, TensorShape shape) {
-  return {.tensor = Output(), .dtype = dtype, .shape = std::move(shape)};
-}
+using testing::Spec;
 
 // "classification": x float [-1, 2], n int64 [-1] -> classes, scores;
 // "regression": x -> outputs; serving_default: a predict signature.

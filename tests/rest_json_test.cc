@@ -11,13 +11,12 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "tests/signature_spec.h"
 
 namespace cosession::rest_json_test {
 namespace {
 
-SignatureTensor Spec(DType dtype, TensorShape shape) {
-  return {.tensor = Output(), .dtype = dtype, .shape = std::move(shape)};
-}
+using testing::Spec;
 
 // serving_default: x float [-1, 2]; "pair": a float [-1], b int64 [-1].
 std::map<std::string, Signature> Signatures() {
