@@ -51,8 +51,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/serving/batching_parameters.h"
@@ -60,6 +58,7 @@
 #include "cosession/serving/model_server.h"
 #include "cosession/serving/model_server_config.h"
 #include "cosession/serving/monitoring_config.h"
+#include "examples/flags_usage.h"
 #include "examples/strict_flags.h"
 
 ABSL_FLAG(int32_t, rest_api_port, 8501,
@@ -322,12 +321,7 @@ int main(int argc, char** argv) {
       "Serves an exported model over TensorFlow Serving's REST API.\n"
       "Usage: cosession_serve --model_base_path=DIR [--model_name=NAME] "
       "[--rest_api_port=8501] ...");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "examples/serve.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  SetFlagsUsage("cosession_serve", "examples/serve.cc");
   ExitOnUnparsableFlags("cosession_serve", argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<Flags> flags = ReadFlags();

@@ -58,10 +58,8 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -82,6 +80,7 @@
 #include "cosession/training/dataset_hook.h"
 #include "cosession/training/monitored_training_session.h"
 #include "cosession/training/stop_on_signals.h"
+#include "examples/flags_usage.h"
 #include "examples/mlp_classifier.h"
 #include "examples/strict_flags.h"
 
@@ -510,14 +509,7 @@ int main(int argc, char** argv) {
       "Trains an MLP on the UCI handwritten digits with cosession's "
       "MonitoredTrainingSession; prints test_accuracy=<value>.\n"
       "Usage: cosession_train [--flag=value ...]");
-  // --help lists the flags of this file (absl's default looks for files
-  // named after the program, and finds none).
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view file) {
-    return absl::EndsWith(file, "examples/train.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  SetFlagsUsage("cosession_train", "examples/train.cc");
   ExitOnUnparsableFlags("cosession_train", argc, argv);
   absl::ParseCommandLine(argc, argv);
   absl::StatusOr<Flags> flags = ReadFlags();

@@ -165,6 +165,15 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
   ExpectExit0OnSigterm(child);
 }
 
+TEST(ServeCli, VersionNamesTheProgramAndCosession) {
+  ChildProcess child({kServe, "--version"});
+  ASSERT_TRUE(child.started());
+  std::optional<int> exited = child.Wait(kLimit);
+  ASSERT_TRUE(exited.has_value());
+  EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
+  EXPECT_EQ(child.output(), "cosession_serve (cosession 0.1.0)\n");
+}
+
 TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
   ScratchDir dir;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
