@@ -203,6 +203,20 @@ std::optional<RestPath> MatchStatusPath(absl::string_view s) {
   return path;
 }
 
+// A request body parsed on the pool (ModelServerOptions::
+// parse_on_pool_bytes). Parameters by value (docs/async_pitfalls.md, 5);
+// `model` holds the signatures until the parse returned.
+asio::awaitable<absl::StatusOr<PredictRequest>> ParsePredictOnPool(
+    std::shared_ptr<SavedModel> model, std::string body) {
+  co_return ParsePredictRequest(body, model->signatures);
+}
+
+asio::awaitable<absl::StatusOr<ExamplesRequest>> ParseExamplesOnPool(
+    std::shared_ptr<SavedModel> model, std::string body,
+    ExamplesMethod method) {
+  co_return ParseExamplesRequest(body, method, model->signatures);
+}
+
 }  // namespace
 
 unsigned HttpStatusOf(absl::StatusCode code) {
@@ -797,9 +811,22 @@ asio::awaitable<HttpReply> ModelServer::Predict(
   NamedTensors inputs;
   // What renders the outputs: the request's format or method.
   std::function<absl::StatusOr<std::string>(const NamedTensors&)> render;
+  // A big body is parsed on the pool, so that the event loop keeps
+  // answering the other connections meanwhile; a small one here, where
+  // the hop would cost more than the parse.
+  const bool parse_on_pool = body.size() >= options_.parse_on_pool_bytes;
   if (verb == "predict") {
-    absl::StatusOr<PredictRequest> request =
-        ParsePredictRequest(body, signatures);
+    // (An if, not a conditional around the co_await: g++ 12 mishandles
+    // temporaries there: docs/async_pitfalls.md, 13.)
+    absl::StatusOr<PredictRequest> request;
+    if (parse_on_pool) {
+      request = co_await asio::co_spawn(
+          runtime_.executor(),
+          ParsePredictOnPool(served->model, std::move(body)),
+          asio::use_awaitable);
+    } else {
+      request = ParsePredictRequest(body, signatures);
+    }
     if (!request.ok()) {
       metrics_->Record(metrics_model, request.status().code());
       co_return ErrorReply(request.status());
@@ -812,8 +839,15 @@ asio::awaitable<HttpReply> ModelServer::Predict(
   } else {
     const ExamplesMethod method = verb == "classify" ? ExamplesMethod::kClassify
                                                      : ExamplesMethod::kRegress;
-    absl::StatusOr<ExamplesRequest> request =
-        ParseExamplesRequest(body, method, signatures);
+    absl::StatusOr<ExamplesRequest> request;
+    if (parse_on_pool) {
+      request = co_await asio::co_spawn(
+          runtime_.executor(),
+          ParseExamplesOnPool(served->model, std::move(body), method),
+          asio::use_awaitable);
+    } else {
+      request = ParseExamplesRequest(body, method, signatures);
+    }
     if (!request.ok()) {
       metrics_->Record(metrics_model, request.status().code());
       co_return ErrorReply(request.status());

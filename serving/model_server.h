@@ -81,6 +81,11 @@ struct ModelServerOptions {
   std::chrono::milliseconds file_system_poll_wait{1000};
   // A predict's deadline; zero or less: none.
   std::chrono::milliseconds rest_api_timeout{30000};
+  // Request bodies at least this big are parsed on the runtime's pool,
+  // so that the event loop keeps answering the other connections
+  // meanwhile (a 64 MiB body takes ~0.1 s); smaller ones on the loop, where
+  // the parse costs less than the hop. 0: every body on the pool.
+  size_t parse_on_pool_bytes = 64 * 1024;
   // --rest_api_enable_cors_support: every answer under /v1/ carries
   // TensorFlow Serving's CORS headers (Access-Control-Allow-Origin: *,
   // -Methods: POST, GET, -Headers: Content-Type).

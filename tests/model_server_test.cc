@@ -528,6 +528,42 @@ CO_TEST(ModelServer, ALatestPolicyOfTwoKeepsTheTwoHighestVersions) {
   server->Stop();
 }
 
+// Bodies parsed on the pool (parse_on_pool_bytes 0: every one) are answered
+// exactly as bodies parsed on the event loop: results and errors alike.
+CO_TEST(ModelServer, BodiesParsedOnThePoolAreAnsweredTheSame) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportEveryApiModel(dir.path(), 1, 2.0f));
+  ModelServerOptions on_loop = Options(dir);
+  on_loop.parse_on_pool_bytes = size_t{1} << 30;
+  ModelServerOptions on_pool = Options(dir);
+  on_pool.parse_on_pool_bytes = 0;
+  auto loop_server = co_await Started(on_loop);
+  auto pool_server = co_await Started(on_pool);
+  CO_ASSERT_TRUE(loop_server != nullptr && pool_server != nullptr);
+  const std::pair<std::string, std::string> requests[] = {
+      {"/v1/models/m:predict", R"({"instances": [[1, 2], [3, 4]]})"},
+      {"/v1/models/m:predict", R"({"inputs": {"x": [[0.5, -1]]}})"},
+      {"/v1/models/m:predict", R"({"instances": [[1, 2], [3]]})"},
+      {"/v1/models/m:predict", R"({"instances": [[1, 2]] )"},
+      {"/v1/models/m:classify",
+       R"({"signature_name": "classification", "examples": [{"x": [1, 2]}]})"},
+      {"/v1/models/m:regress",
+       R"({"signature_name": "regression", "examples": [{"y": 1}]})"},
+  };
+  for (const auto& [target, body] : requests) {
+    HttpReply expected = co_await loop_server->Handle("POST", target, body);
+    HttpReply got = co_await pool_server->Handle("POST", target, body);
+    EXPECT_EQ(got.status, expected.status) << target << " " << body;
+    EXPECT_EQ(got.body, expected.body) << target << " " << body;
+  }
+  // Both kinds of answers came: the comparison is not of two failures.
+  HttpReply ok = co_await pool_server->Handle("POST", "/v1/models/m:predict",
+                                              R"({"instances": [[1, 2]]})");
+  EXPECT_EQ(ok.status, 200u) << ok.body;
+  loop_server->Stop();
+  pool_server->Stop();
+}
+
 // The value of `reply`'s header `name`, "" when it has none.
 std::string Header(const HttpReply& reply, absl::string_view name) {
   for (const auto& [n, v] : reply.headers) {
