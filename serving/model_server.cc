@@ -620,11 +620,10 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
   const bool rest_api = absl::StartsWithIgnoreCase(path, "/v1/");
   HttpReply reply;
   if (rest_api && method == "OPTIONS") {
-    // TensorFlow Serving's preflight: any origin that names a scheme.
-    if (absl::StrContains(origin, "http://") ||
-        absl::StrContains(origin, "https://")) {
-      reply.body.clear();
-    } else {
+    // TensorFlow Serving's preflight: any origin that names a scheme gets
+    // 200 with no body.
+    if (!absl::StrContains(origin, "http://") &&
+        !absl::StrContains(origin, "https://")) {
       reply = ErrorReply(absl::FailedPreconditionError(
           "Origin header is missing in CORS preflight"));
     }

@@ -269,6 +269,12 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
                                 " No values in 'instances' array"));
   }
   const bool objects = rows[0].is_object();
+  if (!objects && sig.inputs.empty()) {
+    // (TensorFlow Serving would feed its first input, which is not there.)
+    return Invalid(
+        "instances is a plain list, but the signature has no input to feed "
+        "it to");
+  }
   if (!objects && sig.inputs.size() > 1) {
     return Invalid(
         "instances is a plain list, but expecting list of objects as "

@@ -27,6 +27,7 @@ std::map<std::string, Signature> Signatures() {
       Spec(DType::kFloat, TensorShape{-1});
   sigs["pair"].inputs["a"] = Spec(DType::kFloat, TensorShape{-1});
   sigs["pair"].inputs["b"] = Spec(DType::kInt64, TensorShape{-1});
+  sigs["none"].outputs["y"] = Spec(DType::kFloat, TensorShape{-1});
   return sigs;
 }
 
@@ -80,6 +81,10 @@ TEST(RestJson, RowObjectsNameTheInputsWhateverTheirNumber) {
        "keys must be equal to: x"},
       {R"({"signature_name": "pair", "instances": [{"a": 1, "b": 2}, [1, 2]]})",
        "Expecting object but got list at item 1 of input list"},
+      {R"({"signature_name": "none", "instances": [[1, 2]]})",
+       "the signature has no input to feed it to"},
+      {R"({"signature_name": "none", "instances": [{"x": 1}]})",
+       "JSON object: does not have named input: x"},
       {R"({"signature_name": "pair", "instances": [{"a": 1, "b": true}]})",
        "Failed to process element: 0 key: b of 'instances' list. Error: "
        "INVALID_ARGUMENT: JSON Value: true is not of expected type: int64"},
