@@ -9,24 +9,6 @@
 
 namespace cosession {
 
-bool AsksForNothing(const RunArgs& a) {
-  return a.fetches.empty() && a.targets.empty() && a.feeds.empty() &&
-         a.fetch_names.empty() && a.target_names.empty() &&
-         a.feeds_by_name.empty() &&
-         a.options.trace_level == RunOptions::kNoTrace &&
-         !a.options.timeout.has_value();
-}
-
-void ClearRunArgs(RunArgs& args) {
-  args.fetches.clear();
-  args.targets.clear();
-  args.feeds.clear();
-  args.options = RunOptions{};
-  args.fetch_names.clear();
-  args.target_names.clear();
-  args.feeds_by_name.clear();
-}
-
 void MergedRunArgs::HookResults(absl::Span<const Tensor> values, size_t h,
                                 std::vector<Tensor>& out) const {
   out.clear();
@@ -84,17 +66,10 @@ class FetchPositions {
   absl::flat_hash_map<Output, size_t> index_;
 };
 
-// True when `a` asks for fetches (by Output) and nothing else.
-bool OnlyFetches(const RunArgs& a) {
-  return a.targets.empty() && a.feeds.empty() && a.fetch_names.empty() &&
-         a.target_names.empty() && a.feeds_by_name.empty() &&
-         a.options.trace_level == RunOptions::kNoTrace &&
-         !a.options.timeout.has_value();
-}
-
 // True when `merged` is an only_fetches merge of exactly these fetches,
 // which the caller and the hooks ask for by Output only.
-bool SameOnlyFetchesMerge(const RunArgs& caller, absl::Span<const RunArgs> hooks,
+bool SameOnlyFetchesMerge(const RunArgs& caller,
+                          absl::Span<const RunArgs> hooks,
                           const MergedRunArgs& merged) {
   if (!merged.only_fetches || merged.hook_fetches.size() != hooks.size() ||
       !caller.fetch_names.empty() ||
@@ -106,7 +81,7 @@ bool SameOnlyFetchesMerge(const RunArgs& caller, absl::Span<const RunArgs> hooks
   for (size_t h = 0; h < hooks.size(); ++h) {
     const RunArgs& hook = hooks[h];
     const auto [begin, end] = merged.hook_fetches[h];
-    if (!OnlyFetches(hook) ||
+    if (!AsksOnlyForFetches(hook) ||
         !std::equal(hook.fetches.begin(), hook.fetches.end(),
                     merged.merged_hook_fetches.begin() + begin,
                     merged.merged_hook_fetches.begin() + end)) {
@@ -114,6 +89,24 @@ bool SameOnlyFetchesMerge(const RunArgs& caller, absl::Span<const RunArgs> hooks
     }
   }
   return true;
+}
+
+// Fills merged.same_results_as from merged.hook_fetches and fetch_index.
+void NoteHooksWithTheSameResults(MergedRunArgs& merged) {
+  const size_t n = merged.hook_fetches.size();
+  merged.same_results_as.resize(n);
+  for (size_t h = 0; h < n; ++h) {
+    merged.same_results_as[h] = h;
+    if (h == 0) continue;
+    const auto [begin, end] = merged.hook_fetches[h];
+    const auto [prev_begin, prev_end] = merged.hook_fetches[h - 1];
+    if (begin != end && std::equal(merged.fetch_index.begin() + begin,
+                                   merged.fetch_index.begin() + end,
+                                   merged.fetch_index.begin() + prev_begin,
+                                   merged.fetch_index.begin() + prev_end)) {
+      merged.same_results_as[h] = merged.same_results_as[h - 1];
+    }
+  }
 }
 
 }  // namespace
@@ -126,8 +119,9 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
   merged.extra_fetches.clear();
   merged.merged_caller_fetches.clear();
   merged.merged_hook_fetches.clear();
-  merged.only_fetches = caller.fetch_names.empty() &&
-                        std::all_of(hooks.begin(), hooks.end(), &OnlyFetches);
+  merged.only_fetches =
+      caller.fetch_names.empty() &&
+      std::all_of(hooks.begin(), hooks.end(), &AsksOnlyForFetches);
   if (merged.only_fetches) {
     merged.caller_fetches = caller.fetches.size();
     merged.merged_caller_fetches = caller.fetches;
@@ -140,6 +134,7 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
       }
       merged.hook_fetches.emplace_back(begin, merged.fetch_index.size());
     }
+    NoteHooksWithTheSameResults(merged);
     return absl::OkStatus();
   }
   merged.args = caller;
@@ -185,6 +180,7 @@ absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
   caller_fetches.insert(caller_fetches.end(), merged.args.fetches.begin(),
                         merged.args.fetches.end());
   merged.args.fetches = std::move(caller_fetches);
+  NoteHooksWithTheSameResults(merged);
   return absl::OkStatus();
 }
 

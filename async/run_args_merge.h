@@ -51,6 +51,11 @@ struct MergedRunArgs {
   // positions of its results among the run's, in the order it asked.
   std::vector<std::pair<size_t, size_t>> hook_fetches{};
   std::vector<size_t> fetch_index{};
+  // Per hook, the hook whose results it gets: itself, or the hook before it
+  // when both asked for exactly the same fetches in the same order (as the
+  // standard hooks all ask for the global step), so that one copy of the
+  // results serves both.
+  std::vector<size_t> same_results_as{};
 
   // Of an only_fetches merge: the caller's fetches and each hook's, as they
   // were merged (the hooks' in hook order, hook_fetches delimiting them),
@@ -73,17 +78,37 @@ struct MergedRunArgs {
 // `merged` holds an only_fetches merge of the same fetches -- the caller's
 // and every hook's, equal one by one, as in the usual step of hooks that
 // fetch the global step -- it is kept as it is, at the cost of comparing
-// them. On error `merged` is unspecified. `caller` must outlive the run of `merged`
-// (only_fetches refers to it).
+// them. On error `merged` is unspecified. `caller` must outlive the run of
+// `merged` (only_fetches refers to it).
 absl::Status MergeRunArgs(const Graph& graph, const RunArgs& caller,
                           absl::Span<RunArgs> hooks, MergedRunArgs& merged);
 
-// True when `args` asks for nothing (no fetch, target, feed, name, trace or
-// timeout): such a hook needs no merge.
-bool AsksForNothing(const RunArgs& args);
+// True when `args` asks for fetches by Output and for nothing else (no
+// target, feed, name, trace or timeout), or for nothing at all. Inline, as
+// the next two: called per hook and step.
+inline bool AsksOnlyForFetches(const RunArgs& a) {
+  return a.targets.empty() && a.feeds.empty() && a.fetch_names.empty() &&
+         a.target_names.empty() && a.feeds_by_name.empty() &&
+         a.options.trace_level == RunOptions::kNoTrace &&
+         !a.options.timeout.has_value();
+}
+
+// True when `args` asks for nothing: such a hook needs no merge.
+inline bool AsksForNothing(const RunArgs& a) {
+  return a.fetches.empty() && AsksOnlyForFetches(a);
+}
 
 // Empties `args`, keeping its vectors' capacity.
-void ClearRunArgs(RunArgs& args);
+inline void ClearRunArgs(RunArgs& args) {
+  args.fetches.clear();
+  if (AsksOnlyForFetches(args)) return;  // the usual hook's: nothing else
+  args.targets.clear();
+  args.feeds.clear();
+  args.options = RunOptions{};
+  args.fetch_names.clear();
+  args.target_names.clear();
+  args.feeds_by_name.clear();
+}
 
 }  // namespace cosession
 

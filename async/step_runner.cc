@@ -158,6 +158,10 @@ void StepRunner::PrepareHookValues(size_t n, bool merged,
   own_values_.resize(n);
   for (size_t h = 0; h < n; ++h) {
     if (merged_.HookFetchedNothing(h)) continue;
+    if (const size_t same = merged_.same_results_as[h]; same != h) {
+      values_[h] = values_[same];  // the same fetches: the same values
+      continue;
+    }
     SessionRunValues& own = own_values_[h];
     merged_.HookResults(outputs.values, h, own.results);
     own.options = options;
@@ -171,7 +175,9 @@ void StepRunner::PrepareHookValues(size_t n, bool merged,
 void StepRunner::ReleaseHookValues(size_t n, bool merged) {
   // This step's tensors go now; the vectors keep their capacity.
   if (merged) {
-    for (size_t h = 0; h < n; ++h) own_values_[h].results.clear();
+    for (size_t h = 0; h < n; ++h) {
+      if (merged_.same_results_as[h] == h) own_values_[h].results.clear();
+    }
   }
   common_values_.run_metadata.step_stats.node_stats.clear();
 }

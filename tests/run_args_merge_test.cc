@@ -161,6 +161,39 @@ TEST(MergeRunArgs, BeyondAFewFetchesTheSharingStillHolds) {
   EXPECT_EQ(HookValues(t, merged, caller, 1), expected1);
 }
 
+// Consecutive hooks that ask for exactly the same fetches (as the standard
+// hooks all ask for the global step) are marked to share one copy of their
+// results; any difference -- another tensor, another order, a hook between
+// them that asks otherwise, no fetch at all -- keeps them apart. Both forms
+// of the merge mark them.
+TEST(MergeRunArgs, HooksAskingForTheSameFetchesShareOneCopyOfTheResults) {
+  Tensors t;
+  std::vector<RunArgs> hooks(8);
+  hooks[0].fetches = {t.outs[1]};
+  hooks[1].fetches = {t.outs[1]};             // as hook 0
+  hooks[2].fetches = {t.outs[1]};             // as hooks 0 and 1
+  hooks[3].fetches = {t.outs[1], t.outs[2]};  // more
+  hooks[4].fetches = {t.outs[2], t.outs[1]};  // another order
+  // hooks[5] asks for no fetch (nothing, or a target); hooks[6] follows it.
+  hooks[6].fetches = {t.outs[2], t.outs[1]};
+  hooks[7].fetches = {t.outs[2], t.outs[1]};  // as hook 6
+  const std::vector<size_t> expected = {0, 0, 0, 3, 4, 5, 6, 6};
+  for (const bool only_fetches : {true, false}) {
+    SCOPED_TRACE(only_fetches ? "only fetches" : "a hook asks for a target");
+    RunArgs caller{.fetches = {t.outs[1]}};
+    std::vector<RunArgs> asked = hooks;
+    if (!only_fetches) asked[5].targets = {t.op};
+    MergedRunArgs merged;
+    ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(asked), merged).ok());
+    EXPECT_EQ(merged.only_fetches, only_fetches);
+    EXPECT_EQ(merged.same_results_as, expected);
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      EXPECT_EQ(HookValues(t, merged, caller, h),
+                HookValues(t, merged, caller, merged.same_results_as[h]));
+    }
+  }
+}
+
 TEST(MergeRunArgs, TargetsFeedsAndOptionsOfTheHooksJoinTheCallers) {
   Tensors t;
   RunArgs caller{.fetches = {t.outs[0]},
