@@ -40,7 +40,7 @@ struct Request {
   int64_t rows = 0;
   SteadyClock::time_point enqueued;
   std::optional<SteadyClock::time_point> deadline;
-  absl::AnyInvocable<void(Result)> done;
+  GroupedCompletion<Result> done;
   bool finished = false;
   bool in_queue = false;
   // Its rows count against the queue's capacity (from Start until it
@@ -107,7 +107,13 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   void DrainInbox();
   void Enqueue(std::shared_ptr<Request> request);
   void ReleaseRows(Request& request);
+  // Retires the request (Retire) and completes it with `result`.
   void Finish(Request& request, Result result);
+  // Takes the request out of the queue, its batch and the counts, once;
+  // returns its completion, to be posted a result of `status`, or an empty
+  // one when it had finished already.
+  GroupedCompletion<Result> Retire(Request& request,
+                                   const absl::Status& status);
   void Schedule();
   void RunBatch(std::vector<std::shared_ptr<Request>> members, int64_t rows);
   void BatchDone(const std::shared_ptr<RunningBatch>& batch, int64_t padded,
@@ -257,7 +263,14 @@ void BatchingState::Enqueue(std::shared_ptr<Request> request) {
 }
 
 void BatchingState::Finish(Request& request, Result result) {
-  if (request.finished) return;
+  GroupedCompletion<Result> done = Retire(request, result.status());
+  PublishQueue();
+  if (done) std::move(done).Post(std::move(result));
+}
+
+GroupedCompletion<Result> BatchingState::Retire(Request& request,
+                                                const absl::Status& status) {
+  if (request.finished) return {};
   request.finished = true;
   ReleaseRows(request);
   if (request.deadline_timer) request.deadline_timer->cancel();
@@ -272,9 +285,9 @@ void BatchingState::Finish(Request& request, Result result) {
     // Nobody waits for this batch any more: stop its run.
     if (--batch->live == 0) batch->cancel.emit(asio::cancellation_type::all);
   }
-  if (!result.ok()) {
+  if (!status.ok()) {
     std::lock_guard lock(stats_mu);
-    switch (result.status().code()) {
+    switch (status.code()) {
       case absl::StatusCode::kCancelled:
         ++stats.cancelled;
         break;
@@ -285,9 +298,7 @@ void BatchingState::Finish(Request& request, Result result) {
         break;
     }
   }
-  PublishQueue();
-  auto done = std::move(request.done);
-  done(std::move(result));
+  return std::move(request.done);
 }
 
 void BatchingState::ArmCloseTimer(SteadyClock::time_point at) {
@@ -459,26 +470,34 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
   }
   const bool whole =
       batch->members.size() == 1 && batch->members[0]->rows == padded;
+  // Every member's answer is made first, then they are posted together:
+  // one function per caller's executor (async/grouped_completion.h says
+  // why), not one per request.
+  std::vector<std::pair<GroupedCompletion<Result>, Result>> answers;
+  answers.reserve(batch->members.size());
   int64_t offset = 0;
   for (const std::shared_ptr<Request>& m : batch->members) {
     const int64_t begin = offset;
     offset += m->rows;
     if (m->finished) continue;
     m->batch.reset();
-    if (!result.ok()) {
-      Finish(*m, result.status());
-    } else if (!split_error.ok()) {
-      Finish(*m, split_error);
-    } else {
+    auto answer_of = [&]() -> Result {
+      if (!result.ok()) return result.status();
+      if (!split_error.ok()) return split_error;
       NamedTensors outputs;
       for (size_t j = 0; j < result->size(); ++j) {
         outputs.emplace(
             output_names[j],
             whole ? (*result)[j] : SliceRows((*result)[j], begin, m->rows));
       }
-      Finish(*m, std::move(outputs));
-    }
+      return outputs;
+    };
+    Result answer = answer_of();
+    GroupedCompletion<Result> done = Retire(*m, answer.status());
+    if (done) answers.emplace_back(std::move(done), std::move(answer));
   }
+  PublishQueue();
+  GroupedCompletion<Result>::PostAll(answers);
   Schedule();
 }
 
@@ -563,7 +582,7 @@ BatchingStats BatchingSession::stats() const {
 void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
                             NamedTensors inputs, const RunOptions& options,
                             boost::asio::cancellation_slot slot,
-                            absl::AnyInvocable<void(Result)> done) {
+                            GroupedCompletion<Result> done) {
   namespace asio = boost::asio;
   int64_t rows = 0;
   if (absl::Status invalid = state->Validate(inputs, rows); !invalid.ok()) {
@@ -571,11 +590,11 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
       std::lock_guard lock(state->stats_mu);
       ++state->stats.rejected_invalid;
     }
-    done(std::move(invalid));  // posts: never inline in Run
+    std::move(done).Post(std::move(invalid));  // never inline in Run
     return;
   }
   if (absl::Status full = state->ReserveRows(rows); !full.ok()) {
-    done(std::move(full));  // at once, without queueing
+    std::move(done).Post(std::move(full));  // at once, without queueing
     return;
   }
   auto request = std::make_shared<detail::Request>();

@@ -63,7 +63,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
-#include "cosession/async/completion.h"
+#include "cosession/async/grouped_completion.h"
 #include "cosession/async/run_args.h"
 #include "cosession/async/session.h"
 #include "cosession/serving/saved_model.h"
@@ -141,8 +141,7 @@ class BatchingSession {
            NamedTensors inputs, RunOptions options) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           Start(std::move(state), std::move(inputs), options, slot,
-                PostToHandler<Result>(std::move(handler),
-                                      [](Result r) { return r; }));
+                GroupedCompletion<Result>::Of(std::move(handler)));
         },
         token, state_, std::move(inputs), options);
   }
@@ -156,7 +155,7 @@ class BatchingSession {
   static void Start(std::shared_ptr<detail::BatchingState> state,
                     NamedTensors inputs, const RunOptions& options,
                     boost::asio::cancellation_slot slot,
-                    absl::AnyInvocable<void(Result)> done);
+                    GroupedCompletion<Result> done);
 
   std::shared_ptr<detail::BatchingState> state_;
 };

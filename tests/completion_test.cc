@@ -1,12 +1,16 @@
-// PostToHandler (async/completion.h): the completion reaches the handler
-// once, on its executor, and the posting thread never outlives the
-// handler's context with a copy of its executor in hand.
+// PostToHandler (async/completion.h) and GroupedCompletion
+// (async/grouped_completion.h): the completion reaches the handler once, on
+// its executor, and the posting thread never outlives the handler's context
+// with a copy of its executor in hand; grouped, the handlers of one
+// executor run in order from one posted function.
 #include "cosession/async/completion.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/execution.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -14,8 +18,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include "cosession/async/grouped_completion.h"
 
 namespace cosession {
 namespace {
@@ -106,6 +114,10 @@ class ProbeExecutor {
   template <typename Function>
   void execute(Function f) const {
     struct Posted {
+      Posted(std::shared_ptr<Probe> p, std::optional<Function> function)
+          : probe(std::move(p)), f(std::move(function)) {}
+      // Moved, not copied: a type-erased executor's functions are move-only.
+      Posted(Posted&&) = default;
       ~Posted() {
         f.reset();  // with the handler's tracked work, before the mark
         if (ran) probe->MarkPostedFunctionDestroyed();
@@ -179,6 +191,123 @@ TEST(PostToHandler, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
       << "the posting thread destroyed a copy of the handler's executor "
          "after the context had no work left (it could have been "
          "destroyed)";
+}
+
+// ---- GroupedCompletion
+
+using Grouped = GroupedCompletion<int>;
+using Items = std::vector<std::pair<Grouped, int>>;
+
+// The same executor copies rule as PostToHandler's, through a group of two.
+TEST(GroupedCompletion, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
+  static_assert(std::is_constructible_v<asio::any_io_executor, ProbeExecutor>,
+                "the probe must take the grouped path");
+  asio::io_context context;
+  auto probe = std::make_shared<Probe>();
+  probe->context_thread = std::this_thread::get_id();
+  std::vector<int> got;
+  Items items;
+  for (int i = 0; i < 2; ++i) {
+    items.emplace_back(
+        Grouped::Of(asio::bind_executor(ProbeExecutor(context, probe, false),
+                                        [&](int v) { got.push_back(v); })),
+        i);
+  }
+  std::thread poster([&] { Grouped::PostAll(items); });
+  context.run_for(seconds(10));
+  poster.join();
+
+  EXPECT_EQ(got, (std::vector<int>{0, 1}));
+  EXPECT_TRUE(items.empty());
+  EXPECT_EQ(probe->live_tracked.load(), 0);
+  EXPECT_FALSE(probe->outlived_context.load());
+}
+
+// Posted, never run inline; from one function, in order, once each; the
+// context keeps work from Of until the post.
+TEST(GroupedCompletion, HandlersOfOneExecutorRunInOrderFromOnePostedFunction) {
+  asio::io_context context;
+  std::vector<int> got;
+  Items items;
+  for (int i = 0; i < 5; ++i) {
+    items.emplace_back(Grouped::Of(asio::bind_executor(
+                           context, [&](int v) { got.push_back(v); })),
+                       i * 10);
+  }
+  EXPECT_EQ(context.poll(), 0u);
+  EXPECT_FALSE(context.stopped()) << "the handlers' work is not counted";
+  Grouped::PostAll(items);
+  EXPECT_TRUE(got.empty()) << "a handler ran inline in PostAll";
+  EXPECT_EQ(context.run_one(), 1u);
+  EXPECT_EQ(got, (std::vector<int>{0, 10, 20, 30, 40}));
+  EXPECT_EQ(context.poll(), 0u);
+  EXPECT_TRUE(context.stopped()) << "work left after every handler ran";
+}
+
+// Only consecutive handlers of equal executors share a function.
+TEST(GroupedCompletion, EachRunOfEqualExecutorsIsOneFunctionOnItsOwnContext) {
+  asio::io_context a;
+  asio::io_context b;
+  std::vector<std::pair<char, int>> got;
+  auto on = [&](asio::io_context& context, char name) {
+    return Grouped::Of(asio::bind_executor(
+        context, [&got, name](int v) { got.emplace_back(name, v); }));
+  };
+  Items items;
+  items.emplace_back(on(a, 'a'), 1);
+  items.emplace_back(on(a, 'a'), 2);
+  items.emplace_back(on(b, 'b'), 3);
+  items.emplace_back(on(a, 'a'), 4);
+  Grouped::PostAll(items);
+  EXPECT_EQ(a.run_one(), 1u);
+  EXPECT_EQ(got, (std::vector<std::pair<char, int>>{{'a', 1}, {'a', 2}}));
+  EXPECT_EQ(b.run_one(), 1u);
+  EXPECT_EQ(a.run_one(), 1u);
+  EXPECT_EQ(got, (std::vector<std::pair<char, int>>{
+                     {'a', 1}, {'a', 2}, {'b', 3}, {'a', 4}}));
+  EXPECT_EQ(a.poll() + b.poll(), 0u);
+}
+
+// A handler that throws: the exception leaves run_one as any handler's
+// would, and the handlers after it still run, once each.
+TEST(GroupedCompletion, AThrowingHandlerLeavesTheRestToRunOnceEach) {
+  asio::io_context context;
+  std::vector<int> got;
+  Items items;
+  for (int i = 0; i < 4; ++i) {
+    items.emplace_back(Grouped::Of(asio::bind_executor(
+                           context,
+                           [&](int v) {
+                             got.push_back(v);
+                             if (v == 1) throw std::runtime_error("handler 1");
+                           })),
+                       i);
+  }
+  Grouped::PostAll(items);
+  EXPECT_THROW(context.run_one(), std::runtime_error);
+  EXPECT_EQ(got, (std::vector<int>{0, 1}));
+  context.restart();
+  EXPECT_EQ(context.run(), 1u);
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(GroupedCompletion, TheCancellationSlotIsClearedBeforeTheHandlerRuns) {
+  asio::io_context context;
+  asio::cancellation_signal signal;
+  bool ran = false;
+  bool slot_had_handler = true;
+  auto handler = asio::bind_cancellation_slot(
+      signal.slot(), asio::bind_executor(context, [&](int) {
+        ran = true;
+        slot_had_handler = signal.slot().has_handler();
+      }));
+  signal.slot().assign([](asio::cancellation_type) {});
+  Grouped completion = Grouped::Of(std::move(handler));
+  ASSERT_TRUE(completion);
+  std::move(completion).Post(7);
+  context.run();
+  EXPECT_TRUE(ran);
+  EXPECT_FALSE(slot_had_handler);
 }
 
 }  // namespace
