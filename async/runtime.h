@@ -27,7 +27,9 @@ struct RuntimeOptions {
   // Ops whose estimated cost (see graph/kernel.h CostFn) is below this many
   // element operations run inline on the thread that made them ready; bigger
   // ones go to the pool. Measured on these machines: a round trip to the pool
-  // costs ~9 µs, about 30,000 float adds.
+  // costs ~9 µs, about 30,000 float adds, on one VM, and 30-32 µs on
+  // another whose hypervisor makes a wake-up across CPUs dear (8.5 µs there
+  // with both threads on one CPU).
   int64_t inline_cost_threshold = 32 * 1024;
   // Intra-op parallelism (ParallelFor): each piece of a split kernel must be
   // worth at least this many element operations (~30 µs here), so that

@@ -198,6 +198,26 @@ TEST(PostToHandler, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
 using Grouped = GroupedCompletion<int>;
 using Items = std::vector<std::pair<Grouped, int>>;
 
+// Completions on `context` of the given values, each handler appending its
+// value to `got`; the one given `throwing` throws after appending.
+Items Recording(asio::io_context& context, std::vector<int>& got,
+                const std::vector<int>& values,
+                std::optional<int> throwing = std::nullopt) {
+  Items items;
+  for (int value : values) {
+    items.emplace_back(
+        Grouped::Of(asio::bind_executor(context,
+                                        [&got, throwing](int v) {
+                                          got.push_back(v);
+                                          if (v == throwing) {
+                                            throw std::runtime_error("thrown");
+                                          }
+                                        })),
+        value);
+  }
+  return items;
+}
+
 // The same executor copies rule as PostToHandler's, through a group of two.
 TEST(GroupedCompletion, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
   static_assert(std::is_constructible_v<asio::any_io_executor, ProbeExecutor>,
@@ -228,12 +248,7 @@ TEST(GroupedCompletion, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
 TEST(GroupedCompletion, HandlersOfOneExecutorRunInOrderFromOnePostedFunction) {
   asio::io_context context;
   std::vector<int> got;
-  Items items;
-  for (int i = 0; i < 5; ++i) {
-    items.emplace_back(Grouped::Of(asio::bind_executor(
-                           context, [&](int v) { got.push_back(v); })),
-                       i * 10);
-  }
+  Items items = Recording(context, got, {0, 10, 20, 30, 40});
   EXPECT_EQ(context.poll(), 0u);
   EXPECT_FALSE(context.stopped()) << "the handlers' work is not counted";
   Grouped::PostAll(items);
@@ -273,16 +288,7 @@ TEST(GroupedCompletion, EachRunOfEqualExecutorsIsOneFunctionOnItsOwnContext) {
 TEST(GroupedCompletion, AThrowingHandlerLeavesTheRestToRunOnceEach) {
   asio::io_context context;
   std::vector<int> got;
-  Items items;
-  for (int i = 0; i < 4; ++i) {
-    items.emplace_back(Grouped::Of(asio::bind_executor(
-                           context,
-                           [&](int v) {
-                             got.push_back(v);
-                             if (v == 1) throw std::runtime_error("handler 1");
-                           })),
-                       i);
-  }
+  Items items = Recording(context, got, {0, 1, 2, 3}, /*throwing=*/1);
   Grouped::PostAll(items);
   EXPECT_THROW(context.run_one(), std::runtime_error);
   EXPECT_EQ(got, (std::vector<int>{0, 1}));
