@@ -316,5 +316,55 @@ TEST(GroupedCompletion, TheCancellationSlotIsClearedBeforeTheHandlerRuns) {
   EXPECT_FALSE(slot_had_handler);
 }
 
+// An executor that boost::asio::any_io_executor cannot hold (it answers no
+// context query): it posts to an io_context and counts what it was given.
+class BareExecutor {
+ public:
+  BareExecutor(asio::io_context& context, int& executed)
+      : context_(&context), executed_(&executed) {}
+  // It never runs a function inline.
+  BareExecutor require(execution::blocking_t::never_t) const { return *this; }
+  template <typename Function>
+  void execute(Function f) const {
+    ++*executed_;
+    asio::post(context_->get_executor(), std::move(f));
+  }
+  friend bool operator==(const BareExecutor& a,
+                         const BareExecutor& b) noexcept {
+    return a.context_ == b.context_;
+  }
+  friend bool operator!=(const BareExecutor& a,
+                         const BareExecutor& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  asio::io_context* context_;
+  int* executed_;
+};
+
+// Such a handler takes PostToHandler's path: posted alone, through its own
+// executor, once -- even between two handlers it could otherwise have
+// been grouped with.
+TEST(GroupedCompletion, AHandlerWhoseExecutorCannotBeHeldIsPostedAlone) {
+  static_assert(!std::is_constructible_v<asio::any_io_executor, BareExecutor>,
+                "the bare executor must take the path posted alone");
+  asio::io_context context;
+  int executed = 0;
+  std::vector<int> got;
+  Items items = Recording(context, got, {1});
+  items.emplace_back(
+      Grouped::Of(asio::bind_executor(BareExecutor(context, executed),
+                                      [&](int v) { got.push_back(v); })),
+      2);
+  Items after = Recording(context, got, {3});
+  items.push_back(std::move(after.front()));
+  Grouped::PostAll(items);
+  EXPECT_EQ(executed, 1);
+  EXPECT_TRUE(got.empty()) << "a handler ran inline in PostAll";
+  EXPECT_EQ(context.run(), 3u);
+  EXPECT_EQ(got, (std::vector<int>{1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace cosession
