@@ -138,6 +138,7 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (int s = 0; s < plan->num_ops(); ++s) {
     Step& step = plan->steps_[s];
     step.first_input = static_cast<int>(plan->input_slots_.size());
+    step.num_inputs = step.node->num_inputs();
     step.static_cost = !step.op->async_kernel;
     for (const Output& in : step.node->inputs()) {
       step.static_cost = step.static_cost && in.shape().IsFullyDefined();
@@ -380,7 +381,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   InputPtrs Inputs(const Step& step) const {
     return InputPtrs(inputs_.data() + step.first_input,
-                     static_cast<size_t>(step.node->num_inputs()));
+                     static_cast<size_t>(step.num_inputs));
   }
 
   bool IsExpensive(int s) {
@@ -447,6 +448,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
                          static_cast<int>(queued_.size() - queue_head_));
       drainers_ += to_post;
     }
+    if (to_post > 0) Share();
     for (int i = 0; i < to_post; ++i) {
       asio::post(runtime_.executor(),
                  [self = shared_from_this()] { self->Drain(); });
@@ -477,6 +479,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   // Runs ready steps on this thread until none is left.
   void RunInline(ReadyList& ready) {
+    int finished = 0;
     while (!ready.empty()) {
       const int s = ready.steps.back();
       ready.steps.pop_back();
@@ -489,7 +492,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
       }
       if (!stopped() && !step.op->async_kernel) RunSync(step);
       Finish(s, ready);
+      ++finished;
     }
+    CountFinished(finished);
   }
 
   void RunSync(const Step& step) {
@@ -549,24 +554,52 @@ class RunState : public std::enable_shared_from_this<RunState> {
     for (int slot : step.dead_outputs) slots_[slot] = Tensor();
     for (int in : step.drop_inputs) slots_[in] = Tensor();
     for (int in : step.release_inputs) {
-      // acq_rel: the last reader's reads happen before the drop.
-      if (slot_uses_[in].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        slots_[in] = Tensor();
-      }
+      if (CountDown(slot_uses_[in])) slots_[in] = Tensor();
     }
     std::optional<bool> on_pool;
     for (int next : step.successors) {
-      if (pending_[next].fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        Schedule(next, ready, on_pool);
-      }
+      if (CountDown(pending_[next])) Schedule(next, ready, on_pool);
     }
-    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) Complete();
+  }
+
+  // Decrements one of the run's counters; true when it reached zero. While
+  // the run is on one thread (`shared_` unset: nothing was handed to the
+  // pool or the strand yet) a plain load and store do: a locked decrement
+  // costs ~5 ns, and a chain of scalar ops made three per op. acq_rel once
+  // shared: the last decrement's thread sees what the others wrote (the
+  // inputs a step reads, the reads before a slot is dropped). The switch is
+  // safe because only the thread that runs alone sets `shared_`, before the
+  // post that lets another thread in, and re-reads it at every decrement.
+  bool CountDown(std::atomic<int>& count) {
+    if (!shared_.load(std::memory_order_relaxed)) {
+      const int left = count.load(std::memory_order_relaxed) - 1;
+      count.store(left, std::memory_order_relaxed);
+      return left == 0;
+    }
+    return count.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  }
+
+  // Before the first hand-off of work to another thread.
+  void Share() {
+    if (!shared_.load(std::memory_order_relaxed)) {
+      shared_.store(true, std::memory_order_relaxed);
+    }
+  }
+
+  // Counts `finished` more steps done, and completes the run after the
+  // last. Called once per pass of RunInline rather than once per step.
+  void CountFinished(int finished) {
+    if (finished > 0 &&
+        remaining_.fetch_sub(finished, std::memory_order_acq_rel) == finished) {
+      Complete();
+    }
   }
 
   // ---- async kernels: started, tracked and cancelled on the strand.
 
   void StartAsync(int s) {
     async_started_.store(true, std::memory_order_relaxed);
+    Share();
     asio::dispatch(*strand_, [self = shared_from_this(), s] {
       if (self->stopped()) {
         self->AsyncDone(s, absl::OkStatus());
@@ -620,6 +653,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     if (!status.ok()) Stop(std::move(status));
     ReadyList ready;
     Finish(s, ready);
+    CountFinished(1);
     RunInline(ready);
   }
 
@@ -668,7 +702,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
   absl::FixedArray<const Tensor*, 8> inputs_;
   absl::FixedArray<std::atomic<int>, 8> pending_;
   absl::FixedArray<std::atomic<int>, 8> slot_uses_;
-  std::atomic<int> remaining_;
+  std::atomic<int> remaining_;  // steps not finished yet
+  // Set once work was handed to another thread; see CountDown.
+  std::atomic<bool> shared_{false};
   std::atomic<bool> stop_{false};
   RunDoneCallback done_;
 

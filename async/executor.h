@@ -79,10 +79,13 @@ class ExecutionPlan {
     const Node* node;
     const OpDef* op;
     int first_output_slot{};
-    // Its input slots are input_slots_[first_input, first_input + the
-    // node's num_inputs()); a run's flat array of input pointers has the
-    // same layout (RunState: built once per run, not per op).
+    // Its input slots are input_slots_[first_input, first_input +
+    // num_inputs); a run's flat array of input pointers has the same layout
+    // (RunState: built once per run, not per op). num_inputs is the node's,
+    // kept here so that a run reads no Node: in a plan of 100,000 ops each
+    // Node is one more cache line to load per op.
     int first_input{};
+    int num_inputs{};
     // Every input and output shape is known at build time, so the op's cost
     // estimate is the same every run: asked once, kept in cost_cache_.
     bool static_cost{};
@@ -98,7 +101,7 @@ class ExecutionPlan {
 
   absl::Span<const int> InputSlots(const Step& step) const {
     return absl::MakeConstSpan(input_slots_.data() + step.first_input,
-                               static_cast<size_t>(step.node->num_inputs()));
+                               static_cast<size_t>(step.num_inputs));
   }
 
   std::vector<Output> feeds_;
