@@ -152,43 +152,56 @@ void Session::StartRun(std::shared_ptr<detail::SessionState> state,
                        absl::Span<const Output> extra_fetches,
                        boost::asio::cancellation_slot slot,
                        RunDoneCallback done) {
-  // Everything the run needs is taken from the args here, before returning.
+  PreparedRun run = Prepare(*state, borrowed_args, extra_fetches);
+  StartPrepared(std::move(state), std::move(run), slot, std::move(done));
+}
+
+Session::PreparedRun Session::Prepare(detail::SessionState& state,
+                                      const RunArgs& borrowed_args,
+                                      absl::Span<const Output> extra_fetches) {
+  PreparedRun run;
   const RunArgs* resolved = &borrowed_args;
   std::optional<RunArgs> with_names_resolved;  // made only when names are used
   if (!borrowed_args.feeds_by_name.empty() ||
       !borrowed_args.fetch_names.empty() ||
       !borrowed_args.target_names.empty()) {
     with_names_resolved = borrowed_args;
-    if (absl::Status s = ResolveNames(state->graph, *with_names_resolved);
-        !s.ok()) {
-      done(std::move(s));
-      return;
-    }
+    run.status = ResolveNames(state.graph, *with_names_resolved);
+    if (!run.status.ok()) return run;
     resolved = &*with_names_resolved;
   }
   const RunArgs& args = *resolved;
   absl::InlinedVector<Output, 4> feeds;
-  std::vector<Tensor> feed_values;
   feeds.reserve(args.feeds.size());
-  feed_values.reserve(args.feeds.size());
+  run.feed_values.reserve(args.feeds.size());
   for (const auto& [out, value] : args.feeds) {
     feeds.push_back(out);
-    feed_values.push_back(value);
+    run.feed_values.push_back(value);
   }
   absl::StatusOr<std::shared_ptr<const ExecutionPlan>> plan =
-      FindOrBuildPlan(*state, args, extra_fetches, feeds);
+      FindOrBuildPlan(state, args, extra_fetches, feeds);
   if (!plan.ok()) {
-    done(plan.status());
-    return;
+    run.status = plan.status();
+    return run;
   }
-  if (absl::Status s = (*plan)->ValidateFeeds(feed_values); !s.ok()) {
-    done(std::move(s));
+  run.status = (*plan)->ValidateFeeds(run.feed_values);
+  run.plan = *std::move(plan);
+  run.options = args.options;
+  return run;
+}
+
+void Session::StartPrepared(std::shared_ptr<detail::SessionState> state,
+                            PreparedRun run,
+                            boost::asio::cancellation_slot slot,
+                            RunDoneCallback done) {
+  if (!run.status.ok()) {
+    done(std::move(run.status));
     return;
   }
   std::shared_ptr<ResourceManager> resources = state->resources;
   Runtime& runtime = state->runtime;
-  Execute(*std::move(plan), std::move(feed_values), std::move(resources),
-          runtime, args.options, slot, std::move(done));
+  Execute(std::move(run.plan), std::move(run.feed_values), std::move(resources),
+          runtime, run.options, slot, std::move(done));
 }
 
 Session::RunResult Session::RunBlocking(RunArgs args) {

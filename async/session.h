@@ -79,39 +79,47 @@ class Session {
   ~Session();
 
   // Completion signature: void(absl::StatusOr<std::vector<Tensor>>).
+  // Everything the run needs is taken from `args` before Run returns (its
+  // plan found, its fed values shared), so that a loop running the same
+  // args copies none of their vectors; an error in them (an unknown name, a
+  // feed of the wrong shape) still completes the operation, through the
+  // handler.
   template <typename CompletionToken>
-  auto Run(RunArgs args, CompletionToken&& token) {
+  auto Run(const RunArgs& args, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken, void(RunResult)>(
         [](auto handler, std::shared_ptr<detail::SessionState> state,
-           RunArgs args) {
+           PreparedRun run) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
-          StartRun(std::move(state), std::move(args), slot,
-                   PostToHandler<RunWithMetadataResult>(
-                       std::move(handler),
-                       [](RunWithMetadataResult result) -> RunResult {
-                         if (!result.ok()) return std::move(result).status();
-                         return std::move(result->values);
-                       }));
+          StartPrepared(std::move(state), std::move(run), slot,
+                        PostToHandler<RunWithMetadataResult>(
+                            std::move(handler),
+                            [](RunWithMetadataResult result) -> RunResult {
+                              if (!result.ok()) {
+                                return std::move(result).status();
+                              }
+                              return std::move(result->values);
+                            }));
         },
-        token, state_, std::move(args));
+        token, state_, Prepare(*state_, args, {}));
   }
 
   // Like Run, and also returns the run's metadata (step stats when
   // RunOptions::kFullTrace was asked for). Completion signature:
   // void(absl::StatusOr<RunOutputs>).
   template <typename CompletionToken>
-  auto RunWithMetadata(RunArgs args, CompletionToken&& token) {
+  auto RunWithMetadata(const RunArgs& args, CompletionToken&& token) {
     return boost::asio::async_initiate<CompletionToken,
                                        void(RunWithMetadataResult)>(
         [](auto handler, std::shared_ptr<detail::SessionState> state,
-           RunArgs args) {
+           PreparedRun run) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
-          StartRun(std::move(state), std::move(args), slot,
-                   PostToHandler<RunWithMetadataResult>(
-                       std::move(handler),
-                       [](RunWithMetadataResult result) { return result; }));
+          StartPrepared(
+              std::move(state), std::move(run), slot,
+              PostToHandler<RunWithMetadataResult>(
+                  std::move(handler),
+                  [](RunWithMetadataResult result) { return result; }));
         },
-        token, state_, std::move(args));
+        token, state_, Prepare(*state_, args, {}));
   }
 
   // Blocks the calling thread until the run completes. For plain threads:
@@ -147,13 +155,30 @@ class Session {
         token, state_, &args);
   }
 
-  // Takes what it needs from `args` before it returns.
+  // What a run takes from its RunArgs: the plan of its feeds, fetches and
+  // targets, and the values fed; or why it cannot run.
+  struct PreparedRun {
+    absl::Status status;  // not OK: the run completes with it, running nothing
+    std::shared_ptr<const ExecutionPlan> plan;
+    std::vector<Tensor> feed_values;  // in the plan's feed order
+    RunOptions options;
+  };
+  // `extra_fetches` are fetched after those of `args` (after its
+  // fetch_names, once resolved): how the monitored step adds its hooks'
+  // fetches without copying the caller's arguments.
+  static PreparedRun Prepare(detail::SessionState& state, const RunArgs& args,
+                             absl::Span<const Output> extra_fetches);
+  static void StartPrepared(std::shared_ptr<detail::SessionState> state,
+                            PreparedRun run,
+                            boost::asio::cancellation_slot slot,
+                            RunDoneCallback done);
+
+  // Prepare and StartPrepared: takes what it needs from `args` before it
+  // returns.
   static void StartRun(std::shared_ptr<detail::SessionState> state,
                        const RunArgs& args, boost::asio::cancellation_slot slot,
                        RunDoneCallback done);
-  // The same, with `extra_fetches` fetched after those of `args` (after its
-  // fetch_names, once resolved): how the monitored step adds its hooks'
-  // fetches without copying the caller's arguments.
+  // The same, with `extra_fetches` (see Prepare).
   static void StartRun(std::shared_ptr<detail::SessionState> state,
                        const RunArgs& args,
                        absl::Span<const Output> extra_fetches,
