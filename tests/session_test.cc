@@ -256,6 +256,37 @@ TEST(Session, VariablesKeepTheirValueAcrossRuns) {
   EXPECT_EQ(value->at(0).scalar<int64_t>(), 15);
 }
 
+TEST(Session,
+     AssignAddWritesAnUnsharedVariableInPlaceAndKeepsOutputsAsTheyWere) {
+  Graph g;
+  Output v = ops::Variable(g, Tensor::FromVector<float>({1, 2, 3}), "v");
+  Output inc = ops::AssignAdd(
+      g, v, ops::Const(g, Tensor::FromVector<float>({10, 20, 30})));
+  Operation init = GlobalVariablesInitializer(g);
+  Session session(g, TestRuntime());
+  ASSERT_TRUE(session.RunBlocking({.targets = {init}}).ok());
+  // An output still held when the variable changes again keeps its value.
+  auto first = session.RunBlocking({.fetches = {inc}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = session.RunBlocking({.fetches = {inc}});
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(first->at(0).IsSameAs(Tensor::FromVector<float>({11, 22, 33})))
+      << first->at(0).DebugString();
+  EXPECT_TRUE(second->at(0).IsSameAs(Tensor::FromVector<float>({21, 42, 63})))
+      << second->at(0).DebugString();
+  // Once nothing else holds the variable's buffer, the next update writes
+  // into it rather than into a new one.
+  const float* buffer = second->at(0).flat<float>().data();
+  first = Session::RunResult();
+  second = Session::RunResult();
+  ASSERT_TRUE(session.RunBlocking({.targets = {Operation(inc.node())}}).ok());
+  auto value = session.RunBlocking({.fetches = {v}});
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_TRUE(value->at(0).IsSameAs(Tensor::FromVector<float>({31, 62, 93})))
+      << value->at(0).DebugString();
+  EXPECT_EQ(value->at(0).flat<float>().data(), buffer);
+}
+
 TEST(Session, EachSessionHasItsOwnVariables) {
   Graph g;
   Output v = ops::Variable(g, Tensor::Scalar<int64_t>(1), "v");

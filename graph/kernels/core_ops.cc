@@ -119,39 +119,36 @@ absl::Status AssignKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// Adds (or subtracts) in place: the variable's buffer when no one else holds
+// it (ResourceManager::UpdateVariableInPlace), so that a step counter's
+// increment allocates nothing. Everything is checked before the first write,
+// which leaves the variable unchanged on error.
 template <int kSign>
 absl::Status AssignUpdateKernel(KernelContext& ctx) {
   const Node& variable = TargetVariable(ctx);
   const Tensor& delta = ctx.input(0);
-  COSESSION_ASSIGN_OR_RETURN(
-      Tensor updated,
-      ctx.resources().UpdateVariable(
-          variable, [&](const Tensor* current) -> absl::StatusOr<Tensor> {
-            if (current == nullptr) {
-              return absl::FailedPreconditionError(absl::StrCat(
-                  "Attempting to use uninitialized value ", variable.name()));
+  Tensor updated;
+  COSESSION_RETURN_IF_ERROR(ctx.resources().UpdateVariableInPlace(
+      variable, [&](Tensor& value) -> absl::Status {
+        COSESSION_RETURN_IF_ERROR(CheckAssignedShape(variable, value, delta));
+        absl::Status status = absl::OkStatus();
+        VisitDType(value.dtype(), [&]<typename T>() {
+          if constexpr (std::is_same_v<T, bool>) {
+            status = absl::InvalidArgumentError(
+                "AssignAdd/AssignSub on a bool variable");
+          } else {
+            auto out = value.mutable_flat<T>();
+            auto b = delta.flat<T>();
+            for (size_t i = 0; i < out.size(); ++i) {
+              out[i] = kSign > 0 ? static_cast<T>(out[i] + b[i])
+                                 : static_cast<T>(out[i] - b[i]);
             }
-            COSESSION_RETURN_IF_ERROR(
-                CheckAssignedShape(variable, *current, delta));
-            Tensor next = Tensor::Allocate(current->dtype(), current->shape());
-            absl::Status status = absl::OkStatus();
-            VisitDType(current->dtype(), [&]<typename T>() {
-              if constexpr (std::is_same_v<T, bool>) {
-                status = absl::InvalidArgumentError(
-                    "AssignAdd/AssignSub on a bool variable");
-              } else {
-                auto a = current->flat<T>();
-                auto b = delta.flat<T>();
-                auto out = next.mutable_flat<T>();
-                for (size_t i = 0; i < out.size(); ++i) {
-                  out[i] = kSign > 0 ? static_cast<T>(a[i] + b[i])
-                                     : static_cast<T>(a[i] - b[i]);
-                }
-              }
-            });
-            COSESSION_RETURN_IF_ERROR(status);
-            return next;
-          }));
+          }
+        });
+        COSESSION_RETURN_IF_ERROR(status);
+        updated = value;
+        return absl::OkStatus();
+      }));
   ctx.set_output(0, std::move(updated));
   return absl::OkStatus();
 }
