@@ -93,6 +93,9 @@ Node* Graph::AddNode(NodeSpec spec) {
   node->output_dtypes_ = std::move(inference.output_dtypes());
   node->output_shapes_ = std::move(inference.output_shapes());
   node->attrs_ = std::move(spec.attrs);
+  for (const auto& [key, value] : node->attrs_) {
+    node->attr_list_.emplace_back(key, &value);
+  }
   Node* raw = node.get();
   by_name_[raw->name_] = raw;
   nodes_.push_back(std::move(node));

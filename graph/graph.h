@@ -22,9 +22,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -85,6 +87,10 @@ class Operation {
 // An op instance in a graph. Immutable once added.
 class Node {
  public:
+  Node() = default;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
   int id() const { return id_; }
   const std::string& name() const { return name_; }
   const std::string& type() const;  // the op's type, e.g. "MatMul"
@@ -101,11 +107,15 @@ class Node {
   const TensorShape& output_shape(int i) const { return output_shapes_[i]; }
 
   const AttrMap& attrs() const { return attrs_; }
-  // nullptr when absent or of another type.
+  // nullptr when absent or of another type. A scan of attr_list_: kernels
+  // ask for attributes on every run, and a node has a few, for which
+  // comparing names costs a fraction of hashing one.
   template <typename T>
   const T* FindAttr(absl::string_view name) const {
-    auto it = attrs_.find(name);
-    return it == attrs_.end() ? nullptr : std::get_if<T>(&it->second);
+    for (const auto& [key, value] : attr_list_) {
+      if (key == name) return std::get_if<T>(value);
+    }
+    return nullptr;
   }
   // Throws StatusError when absent or of another type (a graph-building bug).
   template <typename T>
@@ -128,6 +138,10 @@ class Node {
   std::vector<DType> output_dtypes_;
   std::vector<TensorShape> output_shapes_;
   AttrMap attrs_;
+  // attrs_' entries, in no particular order; they point into attrs_, which
+  // never changes once the node is added (so Node is not copyable).
+  absl::InlinedVector<std::pair<absl::string_view, const AttrValue*>, 4>
+      attr_list_;
 };
 
 // What Graph::AddNode needs to add an op.
