@@ -165,6 +165,50 @@ TEST(OpsBroadcast, StretchesDimensionsOfBothOperandsInRankThree) {
                        {11, 12, 13, 21, 22, 23, 14, 15, 16, 24, 25, 26}));
 }
 
+TEST(OpsBroadcast, SubtractsARowOnTheLeftFromEachRowInOperandOrder) {
+  Graph g;
+  // [3] - [2,3] and [1,3] - [2,3]: the row is the left operand.
+  Output row = ConstOf<float>(g, {10, 20, 30}, {3});
+  Output matrix = ConstOf<float>(g, {1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, ops::Sub(g, row, matrix)), {2, 3},
+                               {9, 18, 27, 6, 15, 24}));
+  Output row2d = ConstOf<float>(g, {10, 20, 30}, {1, 3});
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, ops::Sub(g, row2d, matrix)), {2, 3},
+                               {9, 18, 27, 6, 15, 24}));
+}
+
+TEST(OpsBroadcast, SubtractsAColumnFromEachColumnOnEitherSide) {
+  Graph g;
+  Output matrix = ConstOf<float>(g, {1, 2, 3, 4, 5, 6}, {2, 3});
+  Output column = ConstOf<float>(g, {10, 100}, {2, 1});
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, ops::Sub(g, matrix, column)), {2, 3},
+                               {-9, -8, -7, -96, -95, -94}));
+  EXPECT_TRUE(HasValues<float>(EvalOk(g, ops::Sub(g, column, matrix)), {2, 3},
+                               {9, 8, 7, 96, 95, 94}));
+}
+
+TEST(OpsBroadcast, RepeatsTrailingAndLeadingBlocksInRankThree) {
+  Graph g;
+  Output cube =
+      ConstOf<int32_t>(g, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, {2, 2, 3});
+  // The last two axes repeated over the first ...
+  Output plane = ConstOf<int32_t>(g, {100, 200, 300, 400, 500, 600}, {2, 3});
+  EXPECT_TRUE(HasValues<int32_t>(
+      EvalOk(g, ops::Add(g, cube, plane)), {2, 2, 3},
+      {100, 201, 302, 403, 504, 605, 106, 207, 308, 409, 510, 611}));
+  // ... and one value per leading index, over the last two.
+  Output leading = ConstOf<int32_t>(g, {1000, 2000}, {2, 1, 1});
+  EXPECT_TRUE(HasValues<int32_t>(EvalOk(g, ops::Add(g, leading, cube)),
+                                 {2, 2, 3},
+                                 {1000, 1001, 1002, 1003, 1004, 1005, 2006,
+                                  2007, 2008, 2009, 2010, 2011}));
+  // [2,1,3] against [2,2,3] is neither pattern: the strided path.
+  Output middle = ConstOf<int32_t>(g, {1, 2, 3, 4, 5, 6}, {2, 1, 3});
+  EXPECT_TRUE(HasValues<int32_t>(EvalOk(g, ops::Mul(g, cube, middle)),
+                                 {2, 2, 3},
+                                 {0, 2, 6, 3, 8, 15, 24, 35, 48, 36, 50, 66}));
+}
+
 TEST(OpsBroadcast, AddingARowToAnEmptyMatrixGivesAnEmptyMatrix) {
   Graph g;
   Output y = ops::Add(g, ops::Const(g, Tensor(DType::kFloat, {0, 3})),

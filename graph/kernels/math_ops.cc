@@ -112,6 +112,62 @@ absl::Status ComparisonShape(InferenceContext& c) {
   return BinaryShape(c, /*allow_bool=*/true, /*bool_output=*/true);
 }
 
+// How `small` repeats when broadcast to `big` (its dimensions aligned on
+// big's last ones), in the two patterns that need no strides:
+//   kRows: block after block, each small in order -- small's dimensions are
+//     big's last ones, with 1s or nothing before them (a bias added to
+//     each row of a matrix, or a scalar);
+//   kColumns: each element of small over a block of big -- small's
+//     dimensions are big's first ones, then 1s ([N,1] against [N,C]).
+enum class Repeat { kNeither, kRows, kColumns };
+
+Repeat RepeatOf(const TensorShape& small, const TensorShape& big) {
+  const int d = small.dims();
+  const int offset = big.dims() - d;
+  if (offset < 0) return Repeat::kNeither;
+  auto aligned = [&](int i) -> int64_t {
+    return i < offset ? 1 : small.dim_size(i - offset);
+  };
+  // kRows: 1s up to some axis k, then big's own sizes.
+  int k = 0;
+  while (k < big.dims() && aligned(k) == 1 && big.dim_size(k) != 1) ++k;
+  bool rows = true;
+  for (int i = k; i < big.dims() && rows; ++i)
+    rows = aligned(i) == big.dim_size(i);
+  if (rows) return Repeat::kRows;
+  if (offset != 0) return Repeat::kNeither;
+  // kColumns: big's own sizes up to some axis k, then 1s.
+  k = 0;
+  while (k < d && small.dim_size(k) == big.dim_size(k)) ++k;
+  for (int i = k; i < d; ++i) {
+    if (small.dim_size(i) != 1) return Repeat::kNeither;
+  }
+  return Repeat::kColumns;
+}
+
+// z = fn(x, y) elementwise where one operand, `small` (x when small_is_x),
+// repeats over the other, `big`, as RepeatOf found; n is big's element count
+// and m small's (at least 1).
+template <typename T, typename Out, typename Fn>
+void ApplyRepeated(Repeat repeat, bool small_is_x, const T* big, const T* small,
+                   Out* z, int64_t n, int64_t m, Fn fn) {
+  auto apply = [&](int64_t i, T small_value) {
+    z[i] = small_is_x ? fn(small_value, big[i]) : fn(big[i], small_value);
+  };
+  if (m == 1) {  // a scalar, or one element: a single loop
+    for (int64_t i = 0; i < n; ++i) apply(i, small[0]);
+  } else if (repeat == Repeat::kRows) {
+    for (int64_t base = 0; base < n; base += m) {
+      for (int64_t j = 0; j < m; ++j) apply(base + j, small[j]);
+    }
+  } else {
+    const int64_t block = n / m;
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t j = 0; j < block; ++j) apply(r * block + j, small[r]);
+    }
+  }
+}
+
 // out[i] = fn(a[ia], b[ib]) over the broadcast of a and b.
 template <typename T, typename Out, typename Fn>
 absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
@@ -126,6 +182,21 @@ absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
     Out* z = static_cast<Out*>(out.raw_data());
     const int64_t n = out.NumElements();
     for (int64_t i = 0; i < n; ++i) z[i] = fn(x[i], y[i]);
+    ctx.set_output(0, std::move(out));
+    return absl::OkStatus();
+  }
+  // One operand repeating over the other in order (a bias, a scalar, a
+  // column): a plain loop, without working out the broadcast's strides,
+  // which cost more than the arithmetic of a small batch.
+  for (const bool small_is_a : {false, true}) {
+    const Tensor& small = small_is_a ? a : b;
+    const Tensor& big = small_is_a ? b : a;
+    const Repeat repeat = RepeatOf(small.shape(), big.shape());
+    if (repeat == Repeat::kNeither || small.NumElements() == 0) continue;
+    Tensor out = Tensor::AllocateWithShapeOf(kDTypeOf<Out>, big);
+    ApplyRepeated<T, Out>(repeat, small_is_a, small_is_a ? y : x,
+                          small_is_a ? x : y, static_cast<Out*>(out.raw_data()),
+                          big.NumElements(), small.NumElements(), fn);
     ctx.set_output(0, std::move(out));
     return absl::OkStatus();
   }
