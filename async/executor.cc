@@ -124,12 +124,9 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
            out.index();
   };
 
-  // The steps' lists are appended to lists_ as offsets, and become pointers
-  // once lists_ is complete.
-  std::vector<std::pair<IntList*, std::pair<size_t, size_t>>> list_offsets;
   auto append = [&](IntList& list, absl::Span<const int> values) {
-    list_offsets.push_back(
-        {&list, {plan->lists_.size(), plan->lists_.size() + values.size()}});
+    list.first = static_cast<int>(plan->lists_.size());
+    list.size = static_cast<int>(values.size());
     plan->lists_.insert(plan->lists_.end(), values.begin(), values.end());
   };
   // Successors are known only once every later step was seen.
@@ -215,10 +212,6 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     append(step.release_inputs, release);
     append(step.drop_inputs, drop);
     append(step.dead_outputs, dead);
-  }
-  for (const auto& [list, offsets] : list_offsets) {
-    list->first = plan->lists_.data() + offsets.first;
-    list->last = plan->lists_.data() + offsets.second;
   }
   return std::shared_ptr<const ExecutionPlan>(std::move(plan));
 }
@@ -551,13 +544,13 @@ class RunState : public std::enable_shared_from_this<RunState> {
   // reads any more, then release its successors.
   void Finish(int s, ReadyList& ready) {
     const Step& step = plan_->steps_[s];
-    for (int slot : step.dead_outputs) slots_[slot] = Tensor();
-    for (int in : step.drop_inputs) slots_[in] = Tensor();
-    for (int in : step.release_inputs) {
+    for (int slot : plan_->Items(step.dead_outputs)) slots_[slot] = Tensor();
+    for (int in : plan_->Items(step.drop_inputs)) slots_[in] = Tensor();
+    for (int in : plan_->Items(step.release_inputs)) {
       if (CountDown(slot_uses_[in])) slots_[in] = Tensor();
     }
     std::optional<bool> on_pool;
-    for (int next : step.successors) {
+    for (int next : plan_->Items(step.successors)) {
       if (CountDown(pending_[next])) Schedule(next, ready, on_pool);
     }
   }

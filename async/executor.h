@@ -64,12 +64,12 @@ class ExecutionPlan {
  private:
   friend class RunState;
   // A list of ints kept in lists_ (which does not change once the plan is
-  // built).
+  // built): lists_[first, first + size). Offsets rather than pointers: a
+  // Step takes 64 bytes instead of 96, which a run over a plan of 100,000
+  // ops reads from memory.
   struct IntList {
-    const int* first = nullptr;
-    const int* last = nullptr;
-    const int* begin() const { return first; }
-    const int* end() const { return last; }
+    int first = 0;
+    int size = 0;
   };
   // One op of the plan. Its lists live in the plan's flat arrays rather than
   // in vectors of its own: a run walks them in order, so a plan of 100,000
@@ -98,6 +98,12 @@ class ExecutionPlan {
     // fetched): dropped once it ran, with no count to keep.
     IntList drop_inputs{};
   };
+  static_assert(sizeof(Step) <= 64);
+
+  absl::Span<const int> Items(IntList list) const {
+    return absl::MakeConstSpan(lists_.data() + list.first,
+                               static_cast<size_t>(list.size));
+  }
 
   absl::Span<const int> InputSlots(const Step& step) const {
     return absl::MakeConstSpan(input_slots_.data() + step.first_input,
