@@ -59,6 +59,22 @@ void TensorBuffer::Unref() {
 
 }  // namespace detail
 
+namespace {
+
+// 2^48 bytes is far beyond any machine; the check keeps the byte count
+// (elements * element size + header) from wrapping around. A checked
+// multiply rather than a division: a tensor is made per op output, and a
+// 64-bit division costs more than the rest of the check.
+bool TooManyBytes(int64_t num_elements, DType dtype) {
+  constexpr int64_t kMaxBytes = int64_t{1} << 48;
+  int64_t bytes;
+  return __builtin_mul_overflow(
+             num_elements, static_cast<int64_t>(DTypeSize(dtype)), &bytes) ||
+         bytes > kMaxBytes;
+}
+
+}  // namespace
+
 Tensor::Tensor(DType dtype, TensorShape shape)
     : Tensor(dtype, std::move(shape), /*zero_fill=*/true) {}
 
@@ -70,10 +86,7 @@ Tensor::Tensor(DType dtype, TensorShape shape, bool zero_fill)
   }
   ThrowIfError(shape_.Validate());
   num_elements_ = shape_.num_elements();
-  // 2^48 bytes is far beyond any machine; the check keeps the byte count
-  // (elements * element size + header) from wrapping around.
-  constexpr int64_t kMaxBytes = int64_t{1} << 48;
-  if (num_elements_ > kMaxBytes / static_cast<int64_t>(DTypeSize(dtype_))) {
+  if (TooManyBytes(num_elements_, dtype_)) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "A tensor of shape ", shape_.DebugString(), " is too large")));
   }
@@ -91,8 +104,7 @@ Tensor Tensor::Allocate(DType dtype, TensorShape shape) {
 Tensor Tensor::AllocateWithShapeOf(DType dtype, const Tensor& like) {
   Tensor t(dtype, like.shape_, like.num_elements_);
   // `like`'s element count fit its own dtype; a wider one may not.
-  constexpr int64_t kMaxBytes = int64_t{1} << 48;
-  if (t.num_elements_ > kMaxBytes / static_cast<int64_t>(DTypeSize(dtype))) {
+  if (TooManyBytes(t.num_elements_, dtype)) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "A tensor of shape ", t.shape_.DebugString(), " is too large")));
   }

@@ -313,6 +313,22 @@ TEST(Tensor, ConstructingWithAnOverflowingShapeThrows) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(Tensor, ConstructingAboveTwoToThe48BytesThrowsNamingTheShape) {
+  // 2^46 + 1 floats: the element count fits, the byte count does not.
+  const int64_t elements = (int64_t{1} << 46) + 1;
+  absl::Status status =
+      StatusThrownBy([&] { Tensor t(DType::kFloat, TensorShape{elements}); });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(status.message(), "too large")) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), std::to_string(elements)))
+      << status;
+  // An element count times the element size that wraps around int64.
+  status = StatusThrownBy([] {
+    Tensor t(DType::kDouble, TensorShape{int64_t{1} << 61, 2});
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(Tensor, IsSameAsIsTrueForEqualValues) {
   Tensor a = Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2});
   Tensor b = Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2});
