@@ -5,14 +5,36 @@
 namespace cosession {
 
 ResourceManager::VariableSlot& ResourceManager::Variable(const Node& node) {
-  {
+  const int id = node.id();
+  const int chunk_index = id >> kVariableChunkBits;
+  const int in_chunk = id & (kVariableChunkSize - 1);
+  if (chunk_index < kVariableChunks) {
+    const VariableChunk* chunk =
+        variable_chunks_[chunk_index].load(std::memory_order_acquire);
+    if (chunk != nullptr) {
+      VariableSlot* slot =
+          chunk->slots[in_chunk].load(std::memory_order_acquire);
+      if (slot != nullptr) return *slot;
+    }
+  } else {
     std::shared_lock lock(mu_);
-    auto it = variables_.find(node.id());
+    auto it = variables_.find(id);
     if (it != variables_.end()) return *it->second;
   }
   std::unique_lock lock(mu_);
-  auto& slot = variables_[node.id()];
+  auto& slot = variables_[id];
   if (slot == nullptr) slot = std::make_unique<VariableSlot>();
+  if (chunk_index < kVariableChunks) {
+    VariableChunk* chunk =
+        variable_chunks_[chunk_index].load(std::memory_order_relaxed);
+    if (chunk == nullptr) {
+      chunk =
+          owned_variable_chunks_.emplace_back(std::make_unique<VariableChunk>())
+              .get();
+      variable_chunks_[chunk_index].store(chunk, std::memory_order_release);
+    }
+    chunk->slots[in_chunk].store(slot.get(), std::memory_order_release);
+  }
   return *slot;
 }
 

@@ -287,6 +287,36 @@ TEST(Session,
   EXPECT_EQ(value->at(0).flat<float>().data(), buffer);
 }
 
+TEST(Session, VariablesOfOpsWithHighIdsKeepTheirValues) {
+  // ResourceManager finds the slots of ops below id 131,072 in a lock-free
+  // table and the others under its lock: one variable on each side.
+  Graph g;
+  Output low = ops::Variable(g, Tensor::Scalar<int64_t>(1), "low");
+  while (g.num_nodes() < 131'072) ops::NoOp(g, {});
+  Output high = ops::Variable(g, Tensor::Scalar<int64_t>(100), "high");
+  ASSERT_GE(high.node()->id(), 131'072);
+  Operation bump = ops::Group(
+      g,
+      {Operation(ops::AssignAdd(g, low, ops::Const(g, int64_t{1})).node()),
+       Operation(ops::AssignAdd(g, high, ops::Const(g, int64_t{2})).node())});
+  Operation init = GlobalVariablesInitializer(g);
+  Session session(g, TestRuntime());
+  Session other(g, TestRuntime());
+  ASSERT_TRUE(session.RunBlocking({.targets = {init}}).ok());
+  ASSERT_TRUE(other.RunBlocking({.targets = {init}}).ok());
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(session.RunBlocking({.targets = {bump}}).ok());
+  }
+  auto values = session.RunBlocking({.fetches = {low, high}});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ(values->at(0).scalar<int64_t>(), 3);
+  EXPECT_EQ(values->at(1).scalar<int64_t>(), 104);
+  auto others = other.RunBlocking({.fetches = {low, high}});
+  ASSERT_TRUE(others.ok()) << others.status();
+  EXPECT_EQ(others->at(0).scalar<int64_t>(), 1);
+  EXPECT_EQ(others->at(1).scalar<int64_t>(), 100);
+}
+
 TEST(Session, EachSessionHasItsOwnVariables) {
   Graph g;
   Output v = ops::Variable(g, Tensor::Scalar<int64_t>(1), "v");
