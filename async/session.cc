@@ -1,5 +1,6 @@
 #include "cosession/async/session.h"
 
+#include <atomic>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -24,16 +25,25 @@ struct SessionState {
   // Plans cached by the run's signature: feeds, fetches and targets as
   // (node id, output index) codes with separators.
   using PlanKey = absl::InlinedVector<int64_t, 8>;
+  struct CachedPlan {
+    PlanKey key;
+    std::shared_ptr<const ExecutionPlan> plan;
+  };
 
   const Graph& graph;
   Runtime& runtime;
   std::shared_ptr<ResourceManager> resources;
   std::mutex mu;  // not absl::Mutex: see graph/resource_manager.h
-  absl::flat_hash_map<PlanKey, std::shared_ptr<const ExecutionPlan>> plans
+  // Never erased, and each entry never changed once inserted, so that a
+  // CachedPlan, once published in `last`, can be read without the lock for
+  // the session's life.
+  absl::flat_hash_map<PlanKey, std::unique_ptr<const CachedPlan>> plans
       ABSL_GUARDED_BY(mu);
-  // The plan found last: a loop that runs the same step needs no hashing.
-  PlanKey last_key ABSL_GUARDED_BY(mu);
-  std::shared_ptr<const ExecutionPlan> last_plan ABSL_GUARDED_BY(mu);
+  // The plan found last: a loop that runs the same step compares its
+  // arguments with this one's key and takes the plan, without the lock and
+  // without building a key (release on store, acquire on load: the entry's
+  // contents are visible to whoever sees the pointer).
+  std::atomic<const CachedPlan*> last{nullptr};
 };
 
 }  // namespace detail
@@ -44,34 +54,59 @@ int64_t Code(const Output& out) {
   return (static_cast<int64_t>(out.node()->id()) << 16) | out.index();
 }
 
+// Calls `code` with each element of the plan key of a run with these
+// feeds, fetches (`fetches` then `extra_fetches`) and targets, in order;
+// stops, returning false, at the first call that returns false.
+template <typename CodeFn>
+bool ForEachKeyCode(absl::Span<const Output> feeds,
+                    absl::Span<const Output> fetches,
+                    absl::Span<const Output> extra_fetches,
+                    absl::Span<const Operation> targets, CodeFn code) {
+  auto of = [](const Output& out) { return out.valid() ? Code(out) : -2; };
+  for (const Output& feed : feeds) {
+    if (!code(of(feed))) return false;
+  }
+  if (!code(-1)) return false;
+  for (const Output& fetch : fetches) {
+    if (!code(of(fetch))) return false;
+  }
+  for (const Output& fetch : extra_fetches) {
+    if (!code(of(fetch))) return false;
+  }
+  if (!code(-1)) return false;
+  for (const Operation& target : targets) {
+    if (!code(target.valid() ? target.node()->id() : -2)) return false;
+  }
+  return true;
+}
+
 // The plan of `args` whose fetches are followed by `extra_fetches`.
 absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
     detail::SessionState& state, const RunArgs& args,
     absl::Span<const Output> extra_fetches, absl::Span<const Output> feeds) {
+  using CachedPlan = detail::SessionState::CachedPlan;
+  if (const CachedPlan* last = state.last.load(std::memory_order_acquire)) {
+    size_t i = 0;
+    const bool same =
+        ForEachKeyCode(feeds, args.fetches, extra_fetches, args.targets,
+                       [&](int64_t code) {
+                         return i < last->key.size() && last->key[i++] == code;
+                       }) &&
+        i == last->key.size();
+    if (same) return last->plan;
+  }
   detail::SessionState::PlanKey key;
-  for (const Output& feed : feeds)
-    key.push_back(feed.valid() ? Code(feed) : -2);
-  key.push_back(-1);
-  for (const Output& fetch : args.fetches) {
-    key.push_back(fetch.valid() ? Code(fetch) : -2);
-  }
-  for (const Output& fetch : extra_fetches) {
-    key.push_back(fetch.valid() ? Code(fetch) : -2);
-  }
-  key.push_back(-1);
-  for (const Operation& target : args.targets) {
-    key.push_back(target.valid() ? target.node()->id() : -2);
-  }
+  ForEachKeyCode(feeds, args.fetches, extra_fetches, args.targets,
+                 [&](int64_t code) {
+                   key.push_back(code);
+                   return true;
+                 });
   {
     std::lock_guard lock(state.mu);
-    if (state.last_plan != nullptr && state.last_key == key) {
-      return state.last_plan;
-    }
     auto it = state.plans.find(key);
     if (it != state.plans.end()) {
-      state.last_key = std::move(key);
-      state.last_plan = it->second;
-      return it->second;
+      state.last.store(it->second.get(), std::memory_order_release);
+      return it->second->plan;
     }
   }
   absl::InlinedVector<Output, 8> fetches(args.fetches.begin(),
@@ -81,8 +116,15 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
       std::shared_ptr<const ExecutionPlan> plan,
       ExecutionPlan::Build(state.graph, feeds, fetches, args.targets));
   std::lock_guard lock(state.mu);
-  state.plans.emplace(std::move(key), plan);
-  return plan;
+  // Another thread may have built the same plan meanwhile: the first one
+  // stays, so that a published entry never changes.
+  auto [it, inserted] = state.plans.try_emplace(key, nullptr);
+  if (inserted) {
+    it->second = std::make_unique<const CachedPlan>(
+        CachedPlan{std::move(key), std::move(plan)});
+  }
+  state.last.store(it->second.get(), std::memory_order_release);
+  return it->second->plan;
 }
 
 }  // namespace

@@ -422,5 +422,57 @@ TEST(Session, TheSamePlanServesRepeatedRunsWithNewFeeds) {
   }
 }
 
+// The session keeps the plan it found last for a lock-free lookup: runs
+// whose arguments differ only at the end of the plan's key (one fetch more,
+// a target more) must each still get their own plan, from any thread.
+TEST(Session, RunsThatDifferOnlyInTrailingFetchesOrTargetsGetTheirOwnPlans) {
+  AffineGraph graph;
+  Output doubled = ops::Mul(graph.g, graph.y, ops::Const(graph.g, 2.0f));
+  Output v = ops::Variable(graph.g, Tensor::Scalar<int64_t>(0), "v");
+  Output inc = ops::AssignAdd(graph.g, v, ops::Const(graph.g, int64_t{1}));
+  Operation init = GlobalVariablesInitializer(graph.g);
+  graph.g.Finalize();
+  Session session(graph.g, TestRuntime());
+  ASSERT_TRUE(session.RunBlocking({.targets = {init}}).ok());
+  const Tensor fed = Tensor::FromVector<float>({1, 2});
+  const RunArgs y_only{.fetches = {graph.y}, .feeds = {{graph.x, fed}}};
+  const RunArgs y_and_doubled{.fetches = {graph.y, doubled},
+                              .feeds = {{graph.x, fed}}};
+  const RunArgs y_and_increment{.fetches = {graph.y},
+                                .targets = {Operation(inc.node())},
+                                .feeds = {{graph.x, fed}}};
+  constexpr int kThreads = 3, kRounds = 100;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        const int which = (i + t) % 3;
+        const RunArgs& args = which == 0   ? y_only
+                              : which == 1 ? y_and_doubled
+                                           : y_and_increment;
+        Session::RunResult r = session.RunBlocking(args);
+        const size_t fetches = which == 1 ? 2 : 1;
+        if (!r.ok() || r->size() != fetches ||
+            !r->at(0).IsSameAs(Tensor::FromVector<float>({3, 5})) ||
+            (which == 1 &&
+             !r->at(1).IsSameAs(Tensor::FromVector<float>({6, 10})))) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
+  // Only the runs with the target incremented: each of the kThreads threads
+  // ran it in a third of its rounds.
+  int64_t with_target = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    for (int i = 0; i < kRounds; ++i) with_target += (i + t) % 3 == 2;
+  }
+  EXPECT_EQ(session.RunBlocking({.fetches = {v}})->at(0).scalar<int64_t>(),
+            with_target);
+}
+
 }  // namespace
 }  // namespace cosession::session_test
