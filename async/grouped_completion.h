@@ -17,6 +17,11 @@
 //   std::vector<std::pair<GroupedCompletion<R>, R>> answers = ...;
 //   GroupedCompletion<R>::PostAll(answers);
 //
+// Of(handler, convert) hands the handler convert(result), converted just
+// before the handler runs, on its thread: what the conversion allocates
+// (one caller's share of a batch's outputs) is then allocated on the thread
+// that frees it.
+//
 // A handler whose executor cannot be held as a boost::asio::any_io_executor
 // is posted alone, as PostToHandler does. If a handler of a group throws,
 // the group's remaining handlers are posted again as their own group before
@@ -51,6 +56,15 @@ class GroupedCompletion {
 
   template <typename Handler>
   static GroupedCompletion Of(Handler handler) {
+    return Of(std::move(handler), [](Result r) { return r; });
+  }
+
+  // The handler is called with convert(result), converted on the handler's
+  // executor: what the conversion allocates is allocated on the thread that
+  // will likely free it (glibc's and cosession's per-thread caches serve
+  // only the thread that frees).
+  template <typename Handler, typename Convert>
+  static GroupedCompletion Of(Handler handler, Convert convert) {
     GroupedCompletion c;
     using Executor = boost::asio::associated_executor_t<Handler>;
     if constexpr (std::is_constructible_v<boost::asio::any_io_executor,
@@ -59,14 +73,17 @@ class GroupedCompletion {
           boost::asio::any_io_executor(
               boost::asio::get_associated_executor(handler)),
           boost::asio::execution::outstanding_work.tracked);
-      c.run_here_ = [handler = std::move(handler)](Result r) mutable {
+      c.run_here_ = [handler = std::move(handler),
+                     convert = std::move(convert)](Result r) mutable {
         auto slot = boost::asio::get_associated_cancellation_slot(handler);
         if (slot.is_connected()) slot.clear();
-        std::move(handler)(std::move(r));
+        std::move(handler)(convert(std::move(r)));
       };
     } else {
+      // Converted on the poster's thread, before the post (see
+      // PostToHandler).
       c.post_alone_ =
-          PostToHandler<Result>(std::move(handler), [](Result r) { return r; });
+          PostToHandler<Result>(std::move(handler), std::move(convert));
     }
     return c;
   }

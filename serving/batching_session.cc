@@ -15,8 +15,10 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/async/status_from_exception.h"
 
 namespace cosession {
 namespace detail {
@@ -25,6 +27,7 @@ namespace {
 namespace asio = boost::asio;
 using SteadyClock = std::chrono::steady_clock;
 using Result = BatchingSession::Result;
+using Completion = GroupedCompletion<BatchAnswer>;
 
 // The least time a batch keeps in hand for its run when it closes early
 // for a request's deadline.
@@ -36,11 +39,13 @@ struct RunningBatch;
 // One caller's request. Touched only on the batcher's strand once it was
 // posted there.
 struct Request {
-  std::vector<Tensor> inputs;  // in the order of the signature's inputs
+  // In the order of the signature's inputs; inline, since a request is
+  // made on its caller's thread and freed on the batcher's.
+  absl::InlinedVector<Tensor, 2> inputs;
   int64_t rows = 0;
   SteadyClock::time_point enqueued;
   std::optional<SteadyClock::time_point> deadline;
-  GroupedCompletion<Result> done;
+  Completion done;
   bool finished = false;
   bool in_queue = false;
   // Its rows count against the queue's capacity (from Start until it
@@ -82,6 +87,36 @@ bool SameRowShape(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
+// One batch's outputs, shared by the answers of its requests.
+struct BatchOutputs {
+  std::vector<Tensor> tensors;  // in the order of `names`
+  // The batcher's output names: shared, since an answer may be made after
+  // the batcher is gone.
+  std::shared_ptr<const std::vector<std::string>> names;
+  // One request had every row: its outputs are the batch's, uncopied.
+  bool whole = false;
+};
+
+absl::StatusOr<NamedTensors> AnswerOf(BatchAnswer answer) {
+  if (!answer.status.ok()) return std::move(answer.status);
+  const BatchOutputs& batch = *answer.outputs;
+  // Runs in the caller's handler: an allocation failing here must not
+  // throw into the caller's event loop.
+  try {
+    NamedTensors outputs;
+    for (size_t j = 0; j < batch.tensors.size(); ++j) {
+      outputs.emplace_hint(
+          outputs.end(), (*batch.names)[j],
+          batch.whole ? batch.tensors[j]
+                      : SliceRows(batch.tensors[j], answer.begin, answer.rows));
+    }
+    return outputs;
+  } catch (...) {
+    return StatusFromException(std::current_exception(),
+                               "taking a request's rows of its batch");
+  }
+}
+
 struct BatchingState : std::enable_shared_from_this<BatchingState> {
   BatchingState(Session& s, Signature sig, BatchingOptions o,
                 std::shared_ptr<const void> owner)
@@ -95,25 +130,27 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
     for (const auto& [name, t] : signature.inputs) {
       input_tensors.push_back(t.tensor);
     }
+    auto names = std::make_shared<std::vector<std::string>>();
     for (const auto& [name, t] : signature.outputs) {
-      output_names.push_back(name);
+      names->push_back(name);
       output_tensors.push_back(t.tensor);
     }
+    output_names = std::move(names);
   }
 
   absl::Status Validate(const NamedTensors& inputs, int64_t& rows) const;
   absl::Status ReserveRows(int64_t rows);
   void Admit(std::shared_ptr<Request> request);
   void DrainInbox();
-  void Enqueue(std::shared_ptr<Request> request);
+  // True when the request joined the queue (else it finished).
+  bool Enqueue(std::shared_ptr<Request> request);
   void ReleaseRows(Request& request);
-  // Retires the request (Retire) and completes it with `result`.
-  void Finish(Request& request, Result result);
+  // Retires the request (Retire) and completes it with `error`.
+  void Finish(Request& request, absl::Status error);
   // Takes the request out of the queue, its batch and the counts, once;
   // returns its completion, to be posted a result of `status`, or an empty
   // one when it had finished already.
-  GroupedCompletion<Result> Retire(Request& request,
-                                   const absl::Status& status);
+  Completion Retire(Request& request, const absl::Status& status);
   void Schedule();
   void RunBatch(std::vector<std::shared_ptr<Request>> members, int64_t rows);
   void BatchDone(const std::shared_ptr<RunningBatch>& batch, int64_t padded,
@@ -127,7 +164,7 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   const Signature signature;
   const BatchingOptions options;
   const int64_t capacity_rows;
-  std::vector<std::string> output_names;
+  std::shared_ptr<const std::vector<std::string>> output_names;
   std::vector<Output> input_tensors, output_tensors;
   asio::strand<Runtime::executor_type> strand;
 
@@ -220,29 +257,31 @@ void BatchingState::DrainInbox() {
     arrived.swap(inbox);
     drain_posted = false;
   }
-  for (std::shared_ptr<Request>& request : arrived) Enqueue(std::move(request));
+  int64_t queued = 0;
+  for (std::shared_ptr<Request>& request : arrived) {
+    queued += Enqueue(std::move(request)) ? 1 : 0;
+  }
+  if (queued > 0) {
+    std::lock_guard lock(stats_mu);
+    stats.requests += queued;
+  }
   Schedule();
 }
 
-// On the strand; the caller schedules.
-void BatchingState::Enqueue(std::shared_ptr<Request> request) {
+// On the strand; the caller schedules and counts the queued requests.
+bool BatchingState::Enqueue(std::shared_ptr<Request> request) {
   if (request->finished) {  // cancelled before it got here
     ReleaseRows(*request);
-    return;
+    return false;
   }
   if (shut_down) {
     Finish(*request, absl::CancelledError("the batching session was closed"));
-    return;
+    return false;
   }
-  const SteadyClock::time_point now = SteadyClock::now();
-  if (request->deadline && *request->deadline <= now) {
+  if (request->deadline && *request->deadline <= SteadyClock::now()) {
     Finish(*request, absl::DeadlineExceededError(
                          "the request's deadline passed before it was queued"));
-    return;
-  }
-  {
-    std::lock_guard lock(stats_mu);
-    ++stats.requests;
+    return false;
   }
   request->in_queue = true;
   queued_rows += request->rows;
@@ -260,16 +299,16 @@ void BatchingState::Enqueue(std::shared_ptr<Request> request) {
         });
   }
   queue.push_back(std::move(request));
+  return true;
 }
 
-void BatchingState::Finish(Request& request, Result result) {
-  GroupedCompletion<Result> done = Retire(request, result.status());
+void BatchingState::Finish(Request& request, absl::Status error) {
+  Completion done = Retire(request, error);
   PublishQueue();
-  if (done) std::move(done).Post(std::move(result));
+  if (done) std::move(done).Post(BatchAnswer{.status = std::move(error)});
 }
 
-GroupedCompletion<Result> BatchingState::Retire(Request& request,
-                                                const absl::Status& status) {
+Completion BatchingState::Retire(Request& request, const absl::Status& status) {
   if (request.finished) return {};
   request.finished = true;
   ReleaseRows(request);
@@ -461,19 +500,27 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
       const Tensor& t = (*result)[j];
       if (t.shape().dims() < 1 || t.shape().dim_size(0) != padded) {
         split_error = absl::InvalidArgumentError(absl::StrCat(
-            "output '", output_names[j], "' has shape ",
+            "output '", (*output_names)[j], "' has shape ",
             t.shape().DebugString(), " for a batch of ", padded,
             " rows; a batched output needs one row per input row"));
         break;
       }
     }
   }
-  const bool whole =
-      batch->members.size() == 1 && batch->members[0]->rows == padded;
-  // Every member's answer is made first, then they are posted together:
-  // one function per caller's executor (async/grouped_completion.h says
-  // why), not one per request.
-  std::vector<std::pair<GroupedCompletion<Result>, Result>> answers;
+  // The answers share the batch's outputs; each request's rows are taken
+  // out of them on its own executor (AnswerOf). Every member's answer is
+  // made first, then they are posted together: one function per caller's
+  // executor (async/grouped_completion.h says why), not one per request.
+  std::shared_ptr<const BatchOutputs> outputs;
+  if (result.ok() && split_error.ok()) {
+    outputs = std::make_shared<const BatchOutputs>(BatchOutputs{
+        .tensors = *std::move(result),
+        .names = output_names,
+        .whole =
+            batch->members.size() == 1 && batch->members[0]->rows == padded});
+  }
+  const absl::Status& error = !result.ok() ? result.status() : split_error;
+  std::vector<std::pair<Completion, BatchAnswer>> answers;
   answers.reserve(batch->members.size());
   int64_t offset = 0;
   for (const std::shared_ptr<Request>& m : batch->members) {
@@ -481,23 +528,18 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
     offset += m->rows;
     if (m->finished) continue;
     m->batch.reset();
-    auto answer_of = [&]() -> Result {
-      if (!result.ok()) return result.status();
-      if (!split_error.ok()) return split_error;
-      NamedTensors outputs;
-      for (size_t j = 0; j < result->size(); ++j) {
-        outputs.emplace(
-            output_names[j],
-            whole ? (*result)[j] : SliceRows((*result)[j], begin, m->rows));
-      }
-      return outputs;
-    };
-    Result answer = answer_of();
-    GroupedCompletion<Result> done = Retire(*m, answer.status());
-    if (done) answers.emplace_back(std::move(done), std::move(answer));
+    Completion done = Retire(*m, error);
+    if (!done) continue;
+    if (outputs != nullptr) {
+      answers.emplace_back(
+          std::move(done),
+          BatchAnswer{.outputs = outputs, .begin = begin, .rows = m->rows});
+    } else {
+      answers.emplace_back(std::move(done), BatchAnswer{.status = error});
+    }
   }
   PublishQueue();
-  GroupedCompletion<Result>::PostAll(answers);
+  Completion::PostAll(answers);
   Schedule();
 }
 
@@ -582,7 +624,7 @@ BatchingStats BatchingSession::stats() const {
 void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
                             NamedTensors inputs, const RunOptions& options,
                             boost::asio::cancellation_slot slot,
-                            GroupedCompletion<Result> done) {
+                            GroupedCompletion<detail::BatchAnswer> done) {
   namespace asio = boost::asio;
   int64_t rows = 0;
   if (absl::Status invalid = state->Validate(inputs, rows); !invalid.ok()) {
@@ -590,11 +632,13 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
       std::lock_guard lock(state->stats_mu);
       ++state->stats.rejected_invalid;
     }
-    std::move(done).Post(std::move(invalid));  // never inline in Run
+    std::move(done).Post(detail::BatchAnswer{
+        .status = std::move(invalid)});  // never inline in Run
     return;
   }
   if (absl::Status full = state->ReserveRows(rows); !full.ok()) {
-    std::move(done).Post(std::move(full));  // at once, without queueing
+    std::move(done).Post(detail::BatchAnswer{
+        .status = std::move(full)});  // at once, without queueing
     return;
   }
   auto request = std::make_shared<detail::Request>();

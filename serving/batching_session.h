@@ -34,7 +34,8 @@
 //     Cancelled at once, the same way. A batch whose every request left is
 //     cancelled itself. Other requests are never delayed or failed by it.
 //   * Every request completes exactly once, through its handler's
-//     executor, never inline in Run.
+//     executor, never inline in Run. Its rows of the batch's outputs are
+//     copied out there, just before its handler runs.
 //   * Bad requests fail at once with InvalidArgument naming the input: an
 //     unknown or missing input, a dtype or shape that does not match the
 //     signature, inputs with different row counts, no rows or more than
@@ -111,6 +112,21 @@ struct BatchingStats {
 
 namespace detail {
 struct BatchingState;
+struct BatchOutputs;
+
+// What a batch gives one of its requests: the batch's outputs and the
+// request's rows of them, or the request's error. It becomes the request's
+// NamedTensors (AnswerOf) on the request's own executor, so that the
+// tensors and map its caller frees are allocated on the caller's thread
+// rather than on the batch's (a pool thread's allocations freed on another
+// thread miss both glibc's and cosession's per-thread caches).
+struct BatchAnswer {
+  absl::Status status{};  // not OK: the request's answer
+  std::shared_ptr<const BatchOutputs> outputs{};
+  int64_t begin = 0;
+  int64_t rows = 0;
+};
+absl::StatusOr<NamedTensors> AnswerOf(BatchAnswer answer);
 }  // namespace detail
 
 class BatchingSession {
@@ -141,7 +157,10 @@ class BatchingSession {
            NamedTensors inputs, RunOptions options) {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           Start(std::move(state), std::move(inputs), options, slot,
-                GroupedCompletion<Result>::Of(std::move(handler)));
+                GroupedCompletion<detail::BatchAnswer>::Of(
+                    std::move(handler), [](detail::BatchAnswer answer) {
+                      return detail::AnswerOf(std::move(answer));
+                    }));
         },
         token, state_, std::move(inputs), options);
   }
@@ -155,7 +174,7 @@ class BatchingSession {
   static void Start(std::shared_ptr<detail::BatchingState> state,
                     NamedTensors inputs, const RunOptions& options,
                     boost::asio::cancellation_slot slot,
-                    GroupedCompletion<Result> done);
+                    GroupedCompletion<detail::BatchAnswer> done);
 
   std::shared_ptr<detail::BatchingState> state_;
 };

@@ -16,6 +16,7 @@
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <future>
 #include <memory>
 #include <random>
 #include <string>
@@ -328,6 +329,52 @@ CO_TEST(BatchingSession,
   co_await calls.Expect(0);
   CO_ASSERT_OK(calls.results[0].status());
   EXPECT_EQ(calls.results[0]->at("y").DebugString(100), Doubled(2, 5));
+}
+
+// A request's outputs are taken out of its batch's when its handler runs
+// (on the caller's thread), which may be after the batcher and its state
+// are gone: the answer must still name and hold its outputs.
+TEST(BatchingSession, AnswersDeliveredAfterTheBatcherIsGoneAreWhole) {
+  Model m(false);
+  std::promise<void> state_gone;
+  std::shared_ptr<const void> owner(new int(0), [&state_gone](const int* p) {
+    delete p;
+    state_gone.set_value();
+  });
+  auto created = BatchingSession::Create(
+      *m.session, m.signature, {.max_batch_size = 3, .batch_timeout = 1h},
+      owner);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<BatchingSession> batcher = *std::move(created);
+  owner.reset();
+  // Requests 0 and 1 answer on `late`, run only at the end; request 2, the
+  // batch's last (its handlers are posted in order), on `signal`.
+  asio::io_context late, signal;
+  std::vector<Result> results(2);
+  for (int i = 0; i < 2; ++i) {
+    batcher->Run(Rows(1, 10.0f * static_cast<float>(i)), {},
+                 asio::bind_executor(late, [&results, i](Result r) {
+                   results[i] = std::move(r);
+                 }));
+  }
+  bool signalled = false;
+  batcher->Run(Rows(1, 20), {}, asio::bind_executor(signal, [&](Result r) {
+                 EXPECT_TRUE(r.ok()) << r.status();
+                 signalled = true;
+               }));
+  signal.run_for(std::chrono::seconds(20));
+  ASSERT_TRUE(signalled) << "the batch did not complete within 20 s";
+  batcher.reset();
+  ASSERT_EQ(state_gone.get_future().wait_for(std::chrono::seconds(20)),
+            std::future_status::ready)
+      << "the batcher's state outlived its last work";
+  late.run_for(std::chrono::seconds(20));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(results[i].ok()) << i << ": " << results[i].status();
+    ASSERT_EQ(results[i]->size(), 1u);
+    EXPECT_EQ(results[i]->at("y").DebugString(100),
+              Doubled(1, 10.0f * static_cast<float>(i)));
+  }
 }
 
 CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {

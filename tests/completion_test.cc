@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -281,6 +282,33 @@ TEST(GroupedCompletion, EachRunOfEqualExecutorsIsOneFunctionOnItsOwnContext) {
   EXPECT_EQ(got, (std::vector<std::pair<char, int>>{
                      {'a', 1}, {'a', 2}, {'b', 3}, {'a', 4}}));
   EXPECT_EQ(a.poll() + b.poll(), 0u);
+}
+
+// Of(handler, convert): the handler gets convert(result), converted when
+// the handler runs, on its executor's thread -- not by the poster.
+TEST(GroupedCompletion, AConversionRunsOnTheHandlersThreadWhenItRuns) {
+  asio::io_context context;
+  std::vector<std::string> got;
+  std::vector<std::thread::id> converted_on;
+  auto convert = [&converted_on](int v) {
+    converted_on.push_back(std::this_thread::get_id());
+    return std::to_string(v);
+  };
+  std::vector<std::pair<Grouped, int>> items;
+  for (int value : {7, 8}) {
+    items.emplace_back(
+        Grouped::Of(asio::bind_executor(
+                        context, [&got](std::string v) { got.push_back(v); }),
+                    convert),
+        value);
+  }
+  std::thread poster([&] { Grouped::PostAll(items); });
+  poster.join();
+  EXPECT_TRUE(converted_on.empty()) << "converted before the handler ran";
+  EXPECT_EQ(context.run_one(), 1u);
+  EXPECT_EQ(got, (std::vector<std::string>{"7", "8"}));
+  EXPECT_EQ(converted_on,
+            (std::vector<std::thread::id>(2, std::this_thread::get_id())));
 }
 
 // A handler that throws: the exception leaves run_one as any handler's
