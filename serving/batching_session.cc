@@ -5,6 +5,7 @@
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
@@ -55,10 +56,16 @@ struct Request {
   std::optional<asio::steady_timer> deadline_timer;
 };
 
+// Touched only on the strand, but for `cancel`'s slot, which the batch's
+// Session::Run takes on a pool thread: the strand emits only after it
+// learnt that the run was started (`started`), and remembers a cancellation
+// wanted before that (`cancel_wanted`).
 struct RunningBatch {
   std::vector<std::shared_ptr<Request>> members;
   int live = 0;  // members not yet finished
   asio::cancellation_signal cancel;
+  bool started = false;
+  bool cancel_wanted = false;
 };
 
 // Rows [begin, begin + rows) of `t` (dimension 0), copied.
@@ -322,7 +329,13 @@ Completion BatchingState::Retire(Request& request, const absl::Status& status) {
   }
   if (std::shared_ptr<RunningBatch> batch = std::move(request.batch)) {
     // Nobody waits for this batch any more: stop its run.
-    if (--batch->live == 0) batch->cancel.emit(asio::cancellation_type::all);
+    if (--batch->live == 0) {
+      if (batch->started) {
+        batch->cancel.emit(asio::cancellation_type::all);
+      } else {
+        batch->cancel_wanted = true;
+      }
+    }
   }
   if (!status.ok()) {
     std::lock_guard lock(stats_mu);
@@ -475,15 +488,30 @@ void BatchingState::RunBatch(std::vector<std::shared_ptr<Request>> members,
   for (const auto& m : members) m->batch = batch;
   batch->members = std::move(members);
   ++running;
-  auto slot = batch->cancel.slot();
-  session.Run(
-      std::move(args),
-      asio::bind_cancellation_slot(
-          slot,
-          asio::bind_executor(strand, [self = shared_from_this(), batch, padded,
-                                       started](Session::RunResult result) {
-            self->BatchDone(batch, padded, started, std::move(result));
-          })));
+  // The run starts off the strand, which a run would otherwise hold for as
+  // long as its kernels run on the starting thread: requests arriving,
+  // deadlines and cancellations, other batches would wait for it. Deferred,
+  // not posted: this thread starts it as soon as it leaves the strand,
+  // without waking another.
+  asio::defer(session.runtime().executor(), [self = shared_from_this(), batch,
+                                             args = std::move(args), padded,
+                                             started]() {
+    self->session.Run(
+        args,
+        asio::bind_cancellation_slot(
+            batch->cancel.slot(),
+            asio::bind_executor(self->strand, [self, batch, padded, started](
+                                                  Session::RunResult result) {
+              self->BatchDone(batch, padded, started, std::move(result));
+            })));
+    // The run holds the slot now; from here on the strand may emit.
+    asio::post(self->strand, [batch] {
+      batch->started = true;
+      if (batch->cancel_wanted) {
+        batch->cancel.emit(asio::cancellation_type::all);
+      }
+    });
+  });
 }
 
 void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,

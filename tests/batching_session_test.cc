@@ -275,6 +275,42 @@ CO_TEST(BatchingSession, CancellingACallerRemovesItsQueuedRequest) {
   EXPECT_EQ(stats.queued_requests, 0);
 }
 
+// The next batch's inputs are copied while its requests wait; a request
+// cancelled meanwhile takes its rows out of them (the batch is built again
+// from the requests left), so every other caller still gets its own rows.
+CO_TEST(BatchingSession, ACancelledRequestLeavesTheBatchBeingBuilt) {
+  TestEvents events;
+  Model m(true);
+  auto batcher = MakeBatcher(m, {.max_batch_size = 4, .batch_timeout = 0us});
+  CO_ASSERT_TRUE(batcher != nullptr);
+  Calls calls(5);
+  calls.Submit(*batcher, 0, Rows(1, 0));
+  co_await Started(events);  // one batch thread: the others wait
+  asio::cancellation_signal hang_up;
+  calls.Submit(*batcher, 1, Rows(1, 10));
+  calls.Submit(*batcher, 2, Rows(1, 20), {}, hang_up.slot());
+  calls.Submit(*batcher, 3, Rows(1, 30));
+  co_await asio::post(co_test::Io(), asio::use_awaitable);
+  hang_up.emit(asio::cancellation_type::terminal);
+  co_await calls.Expect(2);
+  EXPECT_EQ(calls.results[2].status().code(), absl::StatusCode::kCancelled);
+  // Three requests again, as many as were copied before the cancellation.
+  calls.Submit(*batcher, 4, Rows(1, 40));
+  co_await Release(events);
+  co_await calls.Expect(0);
+  co_await Started(events);  // 1, 3 and 4 together
+  co_await Release(events);
+  for (int k = 0; k < 3; ++k) (void)co_await calls.Next();
+  for (int i : {0, 1, 3, 4}) {
+    CO_ASSERT_OK(calls.results[i].status());
+    EXPECT_EQ(calls.results[i]->at("y").DebugString(100),
+              Doubled(1, static_cast<float>(10 * i)))
+        << "request " << i;
+  }
+  EXPECT_EQ(batcher->stats().batch_sizes,
+            (std::map<int64_t, int64_t>{{1, 1}, {3, 1}}));
+}
+
 CO_TEST(BatchingSession, CancellingACallerDuringItsBatchLeavesTheOthersWhole) {
   TestEvents events;
   Model m(true);
@@ -314,6 +350,28 @@ CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
   // without its gate being released.
   calls.Submit(*batcher, 1, Rows(1, 10));
   co_await Started(events);
+  co_await Release(events);
+  co_await calls.Expect(1);
+  EXPECT_TRUE(calls.results[1].ok());
+}
+
+// A caller that leaves as soon as its batch formed -- its cancellation
+// reaches the batcher before the batch's run was started off the strand --
+// still stops that run: the batch that follows can start.
+CO_TEST(BatchingSession, ABatchLeftBeforeItsRunStartedStopsRunning) {
+  TestEvents events;
+  Model m(true);
+  auto batcher = MakeBatcher(m, {.max_batch_size = 1, .batch_timeout = 0us});
+  CO_ASSERT_TRUE(batcher != nullptr);
+  Calls calls(2);
+  asio::cancellation_signal hang_up;
+  calls.Submit(*batcher, 0, Rows(1, 0), {}, hang_up.slot());
+  hang_up.emit(asio::cancellation_type::terminal);  // queued behind it
+  co_await calls.Expect(0);
+  EXPECT_EQ(calls.results[0].status().code(), absl::StatusCode::kCancelled);
+  co_await Started(events);  // request 0's run, which must stop by itself
+  calls.Submit(*batcher, 1, Rows(1, 10));
+  co_await Started(events);  // one batch thread: request 0's run stopped
   co_await Release(events);
   co_await calls.Expect(1);
   EXPECT_TRUE(calls.results[1].ok());
@@ -374,6 +432,38 @@ TEST(BatchingSession, AnswersDeliveredAfterTheBatcherIsGoneAreWhole) {
     ASSERT_EQ(results[i]->size(), 1u);
     EXPECT_EQ(results[i]->at("y").DebugString(100),
               Doubled(1, 10.0f * static_cast<float>(i)));
+  }
+}
+
+// Batches run outside the batcher's strand: while one runs (here blocked
+// in a synchronous kernel until a second batch's kernel runs beside it),
+// the strand goes on queueing and starting others. Run on the strand, the
+// first batch would hold it, the second would never start, and TestPair
+// would fail after 10 s alone.
+CO_TEST(BatchingSession, ARunningBatchDoesNotHoldUpTheNextOne) {
+  TestEvents events;
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
+  Output y = ops::Mul(g, x, testing::TestPair(g, {x}, "pair"), "y");
+  g.Finalize();
+  Signature signature;
+  signature.inputs["x"] = {
+      .tensor = x, .dtype = DType::kFloat, .shape = x.shape()};
+  signature.outputs["y"] = {
+      .tensor = y, .dtype = DType::kFloat, .shape = y.shape()};
+  Session session(g, TestRuntime());
+  auto created = BatchingSession::Create(
+      session, signature,
+      {.max_batch_size = 1, .batch_timeout = 0us, .num_batch_threads = 2});
+  CO_ASSERT_OK(created.status());
+  Calls calls(2);
+  calls.Submit(**created, 0, Rows(1, 1));
+  calls.Submit(**created, 1, Rows(1, 2));
+  for (int i = 0; i < 2; ++i) (void)co_await calls.Next();
+  for (int i = 0; i < 2; ++i) {
+    CO_ASSERT_OK(calls.results[i].status());
+    EXPECT_EQ(calls.results[i]->at("y").DebugString(100),
+              Rows(1, static_cast<float>(i + 1)).at("x").DebugString(100));
   }
 }
 
