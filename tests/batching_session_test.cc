@@ -275,10 +275,9 @@ CO_TEST(BatchingSession, CancellingACallerRemovesItsQueuedRequest) {
   EXPECT_EQ(stats.queued_requests, 0);
 }
 
-// The next batch's inputs are copied while its requests wait; a request
-// cancelled meanwhile takes its rows out of them (the batch is built again
-// from the requests left), so every other caller still gets its own rows.
-CO_TEST(BatchingSession, ACancelledRequestLeavesTheBatchBeingBuilt) {
+// A request cancelled while it waits leaves the queue with its rows: the
+// batch formed after it gives every other caller its own rows.
+CO_TEST(BatchingSession, ACancelledRequestsRowsReachNoOtherCaller) {
   TestEvents events;
   Model m(true);
   auto batcher = MakeBatcher(m, {.max_batch_size = 4, .batch_timeout = 0us});
@@ -294,7 +293,6 @@ CO_TEST(BatchingSession, ACancelledRequestLeavesTheBatchBeingBuilt) {
   hang_up.emit(asio::cancellation_type::terminal);
   co_await calls.Expect(2);
   EXPECT_EQ(calls.results[2].status().code(), absl::StatusCode::kCancelled);
-  // Three requests again, as many as were copied before the cancellation.
   calls.Submit(*batcher, 4, Rows(1, 40));
   co_await Release(events);
   co_await calls.Expect(0);
