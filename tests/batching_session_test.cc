@@ -332,7 +332,12 @@ CO_TEST(BatchingSession, CancellingACallerDuringItsBatchLeavesTheOthersWhole) {
   EXPECT_EQ(calls.completions, (std::vector<int>{1, 1, 1}));
 }
 
-CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
+// Request 0, alone in its batch, is cancelled -- once its run started
+// (`after_start`), or at once, so that its cancellation reaches the batcher
+// before the run was started off the strand -- and its run must stop
+// without its gate being released: with one batch thread, request 1 starts
+// only if it did.
+asio::awaitable<void> ExpectALeftBatchToStop(bool after_start) {
   TestEvents events;
   Model m(true);
   auto batcher = MakeBatcher(m, {.max_batch_size = 1, .batch_timeout = 0us});
@@ -340,12 +345,11 @@ CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
   Calls calls(2);
   asio::cancellation_signal hang_up;
   calls.Submit(*batcher, 0, Rows(1, 0), {}, hang_up.slot());
-  co_await Started(events);
+  if (after_start) co_await Started(events);
   hang_up.emit(asio::cancellation_type::terminal);
   co_await calls.Expect(0);
   EXPECT_EQ(calls.results[0].status().code(), absl::StatusCode::kCancelled);
-  // One batch thread: request 1 starts only if request 0's run stopped
-  // without its gate being released.
+  if (!after_start) co_await Started(events);  // request 0's run
   calls.Submit(*batcher, 1, Rows(1, 10));
   co_await Started(events);
   co_await Release(events);
@@ -353,26 +357,12 @@ CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
   EXPECT_TRUE(calls.results[1].ok());
 }
 
-// A caller that leaves as soon as its batch formed -- its cancellation
-// reaches the batcher before the batch's run was started off the strand --
-// still stops that run: the batch that follows can start.
+CO_TEST(BatchingSession, ABatchWhoseEveryCallerLeftStopsRunning) {
+  co_await ExpectALeftBatchToStop(/*after_start=*/true);
+}
+
 CO_TEST(BatchingSession, ABatchLeftBeforeItsRunStartedStopsRunning) {
-  TestEvents events;
-  Model m(true);
-  auto batcher = MakeBatcher(m, {.max_batch_size = 1, .batch_timeout = 0us});
-  CO_ASSERT_TRUE(batcher != nullptr);
-  Calls calls(2);
-  asio::cancellation_signal hang_up;
-  calls.Submit(*batcher, 0, Rows(1, 0), {}, hang_up.slot());
-  hang_up.emit(asio::cancellation_type::terminal);  // queued behind it
-  co_await calls.Expect(0);
-  EXPECT_EQ(calls.results[0].status().code(), absl::StatusCode::kCancelled);
-  co_await Started(events);  // request 0's run, which must stop by itself
-  calls.Submit(*batcher, 1, Rows(1, 10));
-  co_await Started(events);  // one batch thread: request 0's run stopped
-  co_await Release(events);
-  co_await calls.Expect(1);
-  EXPECT_TRUE(calls.results[1].ok());
+  co_await ExpectALeftBatchToStop(/*after_start=*/false);
 }
 
 CO_TEST(BatchingSession,
