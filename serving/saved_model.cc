@@ -341,57 +341,40 @@ absl::StatusOr<std::unique_ptr<SavedModel>> ReadModelFile(
 
 }  // namespace
 
-namespace {
-
-// The rows of `inputs` when they are exactly the signature's inputs, each
-// of its dtype and shape, with the same number (>= 1) of rows; nullopt
-// otherwise. Both maps are ordered by name, so one pass over the two
-// suffices: what every request pays, without a lookup per input or a copy
-// of a name. CheckSignatureInputs explains a nullopt.
-std::optional<int64_t> RowsOfValidInputs(
-    const Signature& signature, const std::map<std::string, Tensor>& inputs) {
-  if (inputs.size() != signature.inputs.size()) return std::nullopt;
-  int64_t rows = -1;
-  auto given = inputs.begin();
-  for (const auto& [name, spec] : signature.inputs) {
-    const auto& [given_name, t] = *given++;
-    if (given_name != name || t.dtype() != spec.dtype ||
-        t.shape().dims() < 1 || !spec.shape.IsCompatibleWith(t.shape())) {
-      return std::nullopt;
-    }
-    const int64_t n = t.shape().dim_size(0);
-    if (n < 1 || (rows >= 0 && n != rows)) return std::nullopt;
-    rows = n;
-  }
-  if (rows < 1) return std::nullopt;
-  return rows;
-}
-
-}  // namespace
-
 absl::StatusOr<int64_t> CheckSignatureInputs(
     const Signature& signature, const std::map<std::string, Tensor>& inputs) {
-  if (std::optional<int64_t> rows = RowsOfValidInputs(signature, inputs)) {
-    return *rows;
-  }
   auto invalid = [](auto... what) {
     return absl::InvalidArgumentError(absl::StrCat(what...));
   };
-  for (const auto& [name, tensor] : inputs) {
-    if (!signature.inputs.contains(name)) {
-      std::vector<std::string> names;
-      for (const auto& [known, spec] : signature.inputs) names.push_back(known);
-      return invalid("unknown input '", name,
-                     "' (the signature's inputs: ", absl::StrJoin(names, ", "),
-                     ")");
+  // Both maps are ordered by name: when they hold the same names, as every
+  // valid request does, one walk in step pairs each input with its spec,
+  // without a lookup per input.
+  const bool same_names =
+      inputs.size() == signature.inputs.size() &&
+      std::equal(
+          inputs.begin(), inputs.end(), signature.inputs.begin(),
+          [](const auto& a, const auto& b) { return a.first == b.first; });
+  if (!same_names) {
+    for (const auto& [name, tensor] : inputs) {
+      if (!signature.inputs.contains(name)) {
+        std::vector<std::string> names;
+        for (const auto& [known, spec] : signature.inputs) {
+          names.push_back(known);
+        }
+        return invalid("unknown input '", name, "' (the signature's inputs: ",
+                       absl::StrJoin(names, ", "), ")");
+      }
     }
+    for (const auto& [name, spec] : signature.inputs) {
+      if (!inputs.contains(name)) return invalid("missing input '", name, "'");
+    }
+    return invalid("the request's input names differ from the signature's");
   }
   int64_t rows = -1;
-  std::string first;
+  absl::string_view previous;
+  auto given = inputs.begin();
   for (const auto& [name, spec] : signature.inputs) {
-    auto it = inputs.find(name);
-    if (it == inputs.end()) return invalid("missing input '", name, "'");
-    const Tensor& t = it->second;
+    const Tensor& t = (given++)->second;
     if (t.dtype() != spec.dtype) {
       return invalid("input '", name, "' has dtype ", DTypeName(t.dtype()),
                      "; the signature wants ", DTypeName(spec.dtype));
@@ -403,13 +386,14 @@ absl::StatusOr<int64_t> CheckSignatureInputs(
     }
     const int64_t n = t.shape().dim_size(0);
     if (rows >= 0 && n != rows) {
-      return invalid("input '", name, "' has ", n, " rows but input '", first,
-                     "' has ", rows, "; every input needs the same number");
+      return invalid("input '", name, "' has ", n, " rows but input '",
+                     previous, "' has ", rows,
+                     "; every input needs the same number");
     }
     rows = n;
-    first = name;
+    previous = name;
   }
-  if (rows < 1) return invalid("input '", first, "' has no rows");
+  if (rows < 1) return invalid("input '", previous, "' has no rows");
   return rows;
 }
 
