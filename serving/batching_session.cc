@@ -100,8 +100,6 @@ struct BatchOutputs {
   // The batcher's output names: shared, since an answer may be made after
   // the batcher is gone.
   std::shared_ptr<const std::vector<std::string>> names;
-  // One request had every row: its outputs are the batch's, uncopied.
-  bool whole = false;
 };
 
 absl::StatusOr<NamedTensors> AnswerOf(BatchAnswer answer) {
@@ -112,10 +110,12 @@ absl::StatusOr<NamedTensors> AnswerOf(BatchAnswer answer) {
   try {
     NamedTensors outputs;
     for (size_t j = 0; j < batch.tensors.size(); ++j) {
-      outputs.emplace_hint(
-          outputs.end(), (*batch.names)[j],
-          batch.whole ? batch.tensors[j]
-                      : SliceRows(batch.tensors[j], answer.begin, answer.rows));
+      const Tensor& t = batch.tensors[j];
+      // A request with every row of its batch takes the outputs uncopied.
+      outputs.emplace_hint(outputs.end(), (*batch.names)[j],
+                           answer.rows == t.shape().dim_size(0)
+                               ? t
+                               : SliceRows(t, answer.begin, answer.rows));
     }
     return outputs;
   } catch (...) {
@@ -541,11 +541,8 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
   // executor (async/grouped_completion.h says why), not one per request.
   std::shared_ptr<const BatchOutputs> outputs;
   if (result.ok() && split_error.ok()) {
-    outputs = std::make_shared<const BatchOutputs>(BatchOutputs{
-        .tensors = *std::move(result),
-        .names = output_names,
-        .whole =
-            batch->members.size() == 1 && batch->members[0]->rows == padded});
+    outputs = std::make_shared<const BatchOutputs>(
+        BatchOutputs{.tensors = *std::move(result), .names = output_names});
   }
   const absl::Status& error = !result.ok() ? result.status() : split_error;
   std::vector<std::pair<Completion, BatchAnswer>> answers;
@@ -660,13 +657,13 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
       std::lock_guard lock(state->stats_mu);
       ++state->stats.rejected_invalid;
     }
-    std::move(done).Post(detail::BatchAnswer{
-        .status = std::move(invalid)});  // never inline in Run
+    // Never inline in Run.
+    std::move(done).Post(detail::BatchAnswer{.status = std::move(invalid)});
     return;
   }
   if (absl::Status full = state->ReserveRows(rows); !full.ok()) {
-    std::move(done).Post(detail::BatchAnswer{
-        .status = std::move(full)});  // at once, without queueing
+    // At once, without queueing.
+    std::move(done).Post(detail::BatchAnswer{.status = std::move(full)});
     return;
   }
   auto request = std::make_shared<detail::Request>();
