@@ -37,12 +37,26 @@ using testing::TestEvents;
 using testing::TestRuntime;
 using Result = BatchingSession::Result;
 
-// y = 2 x, x float [?, 2]; `gated`: each run waits for a trigger token.
+// How a run of the model is held before it answers.
+enum class Hold {
+  kNone,
+  kUntilReleased,  // until the test sends a trigger token (TestWait)
+  kUntilPaired,    // until another run's kernel runs beside it (TestPair)
+};
+
+// y = 2 x, x float [?, 2], each run held as `hold` says (`gated`: until
+// released).
 struct Model {
-  explicit Model(bool gated) {
+  explicit Model(bool gated)
+      : Model(gated ? Hold::kUntilReleased : Hold::kNone) {}
+  explicit Model(Hold hold) {
     x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
     y = ops::Mul(g, x, ops::Const(g, 2.0f), "doubled");
-    if (gated) y = ops::Mul(g, y, testing::TestWait(g, "gate"), "y");
+    if (hold == Hold::kUntilReleased) {
+      y = ops::Mul(g, y, testing::TestWait(g, "gate"), "y");
+    } else if (hold == Hold::kUntilPaired) {
+      y = ops::Mul(g, y, testing::TestPair(g, {x}, "pair"), "y");
+    }
     g.Finalize();
     signature.inputs["x"] = {
         .tensor = x, .dtype = DType::kFloat, .shape = x.shape()};
@@ -430,28 +444,18 @@ TEST(BatchingSession, AnswersDeliveredAfterTheBatcherIsGoneAreWhole) {
 // would fail after 10 s alone.
 CO_TEST(BatchingSession, ARunningBatchDoesNotHoldUpTheNextOne) {
   TestEvents events;
-  Graph g;
-  Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
-  Output y = ops::Mul(g, x, testing::TestPair(g, {x}, "pair"), "y");
-  g.Finalize();
-  Signature signature;
-  signature.inputs["x"] = {
-      .tensor = x, .dtype = DType::kFloat, .shape = x.shape()};
-  signature.outputs["y"] = {
-      .tensor = y, .dtype = DType::kFloat, .shape = y.shape()};
-  Session session(g, TestRuntime());
-  auto created = BatchingSession::Create(
-      session, signature,
-      {.max_batch_size = 1, .batch_timeout = 0us, .num_batch_threads = 2});
-  CO_ASSERT_OK(created.status());
+  Model m(Hold::kUntilPaired);
+  auto batcher = MakeBatcher(
+      m, {.max_batch_size = 1, .batch_timeout = 0us, .num_batch_threads = 2});
+  CO_ASSERT_TRUE(batcher != nullptr);
   Calls calls(2);
-  calls.Submit(**created, 0, Rows(1, 1));
-  calls.Submit(**created, 1, Rows(1, 2));
+  calls.Submit(*batcher, 0, Rows(1, 1));
+  calls.Submit(*batcher, 1, Rows(1, 2));
   for (int i = 0; i < 2; ++i) (void)co_await calls.Next();
   for (int i = 0; i < 2; ++i) {
     CO_ASSERT_OK(calls.results[i].status());
     EXPECT_EQ(calls.results[i]->at("y").DebugString(100),
-              Rows(1, static_cast<float>(i + 1)).at("x").DebugString(100));
+              Doubled(1, static_cast<float>(i + 1)));
   }
 }
 
