@@ -471,6 +471,9 @@ CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {
   NamedTensors unknown = Rows(1, 0);
   unknown["z"] = Tensor::Scalar<float>(1);
   cases.push_back({unknown, "unknown input 'z'"});
+  // As many inputs as the signature has, one of them misnamed.
+  cases.push_back(
+      {{{"w", Tensor(DType::kFloat, TensorShape{1, 2})}}, "unknown input 'w'"});
   cases.push_back({{}, "missing input 'x'"});
   cases.push_back({{{"x", Tensor(DType::kInt32, TensorShape{1, 2})}},
                    "input 'x' has dtype int32"});
