@@ -1,12 +1,14 @@
 // A program of another project: a graph, a MonitoredSession with a hook,
-// three steps awaited from a coroutine. Exit code 0 when every value is the
-// one expected.
+// three steps awaited from a coroutine; then, from a file that includes the
+// headers as the public contract spells them, a session stopped by a
+// StopAtStepHook. Exit code 0 when every value is the one expected.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <cstdio>
 #include <memory>
 
+#include "contract_spelling.h"
 #include "cosession/async/monitored_session.h"
 #include "cosession/graph/ops.h"
 
@@ -62,11 +64,13 @@ asio::awaitable<int> Main() {
     sum += values->at(0).scalar<float>();
   }
   absl::Status closed = co_await session.Close(asio::use_awaitable);
-  const bool right =
-      closed.ok() && sum == 18.0f && hook->steps == 3 && hook->last_y == 9.0f;
-  std::printf("consumer: sum=%g steps=%d last_y=%g closed=%s: %s\n", sum,
-              hook->steps, hook->last_y, closed.ToString().c_str(),
-              right ? "ok" : "WRONG");
+  const int stopped_after = co_await StepsUntilStopAtStepTwo();
+  const bool right = closed.ok() && sum == 18.0f && hook->steps == 3 &&
+                     hook->last_y == 9.0f && stopped_after == 2;
+  std::printf(
+      "consumer: sum=%g steps=%d last_y=%g closed=%s stopped_after=%d: %s\n",
+      sum, hook->steps, hook->last_y, closed.ToString().c_str(), stopped_after,
+      right ? "ok" : "WRONG");
   co_return right ? 0 : 1;
 }
 

@@ -1,0 +1,12 @@
+// A part of the consumer program written with the public contract's
+// spelling of cosession's headers (contract_spelling.cc).
+#ifndef COSESSION_CONSUMER_CONTRACT_SPELLING_H_
+#define COSESSION_CONSUMER_CONTRACT_SPELLING_H_
+
+#include <boost/asio/awaitable.hpp>
+
+// The steps a MonitoredSession runs before a StopAtStepHook with
+// last_step 2 stops it (2), or -1 on an error.
+boost::asio::awaitable<int> StepsUntilStopAtStepTwo();
+
+#endif  // COSESSION_CONSUMER_CONTRACT_SPELLING_H_
