@@ -299,6 +299,9 @@ asio::awaitable<void> Connect(uint16_t port, Load& load) {
   }
 }
 
+// One connection's requests, one after another, until `load` stops or
+// fails. By reference: RunLoad runs the client until every SendRequests
+// returned, so `stream` and `load` outlive it.
 asio::awaitable<void> SendRequests(beast::tcp_stream& stream, Load& load) {
   beast::flat_buffer buffer;
   while (!load.stopping && load.error.empty()) {
