@@ -16,7 +16,8 @@
 // Results. They travel through a ResultBuffer (pipeline/detail/
 // result_buffer.h) of buffer_size results: the producer parks when it is
 // full and is woken once consumers took half of it; a consumer that finds
-// it empty while the producer keeps pace spins briefly instead of sleeping.
+// it empty while the producer keeps pace spins briefly instead of sleeping,
+// and so does a producer that finds it full while consumers keep pace.
 // The first final result -- the end of the input (nullopt), an error, or a
 // stop -- is recorded once; a consumer that meets it returns it from then
 // on. The end travels behind the elements before it; an error or a stop
@@ -184,6 +185,7 @@ asio::awaitable<absl::Status> FillLoop(PrefetcherState& state,
       if (pushed == ResultBuffer::PushOutcome::kClosed) {
         co_return PipelineStopped();
       }
+      if (buffer.SpinForSpace()) continue;
       auto [ec] = co_await buffer.AsyncWaitForSpace(
           asio::as_tuple(asio::use_awaitable));
       if (ec) co_return PipelineStopped();  // closed or cancelled: stopped

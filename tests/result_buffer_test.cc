@@ -96,6 +96,39 @@ TEST(ResultBuffer, AWaitForSpaceWithRoomAlreadyMadeCompletesAtOnce) {
   EXPECT_FALSE(*woken);
 }
 
+// A producer spins for room only for consumers that come back within
+// microseconds: twice their gap between takes, or longer for one it just
+// woke; never for slow consumers or before their pace is known.
+TEST(ResultBuffer, AProducerSpinsForRoomOnlyForConsumersThatTakeQuickly) {
+  using std::chrono::nanoseconds;
+  const int64_t slow_ns = 2 * nanoseconds(ResultBuffer::kMaxSpin).count();
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(-1, false), nanoseconds(0));
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(-1, true), nanoseconds(0));
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(slow_ns, false), nanoseconds(0));
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(slow_ns, true), nanoseconds(0));
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(1500, false), nanoseconds(3000));
+  EXPECT_EQ(ResultBuffer::SpaceSpinBudget(1500, true),
+            nanoseconds(ResultBuffer::kMaxWakeSpin));
+}
+
+// SpinForSpace says true when a push can go ahead (room, or a closed
+// buffer that will refuse it), false when the producer should park -- here
+// at once, since no consumer's pace is known.
+TEST(ResultBuffer, SpinForSpaceSaysWhetherThePushCanGoAhead) {
+  auto buffer = std::make_shared<ResultBuffer>(2);
+  EXPECT_TRUE(buffer->SpinForSpace());  // empty
+  Push(*buffer, Number(1));
+  Push(*buffer, Number(2));
+  EXPECT_FALSE(buffer->SpinForSpace());  // full, no consumer seen
+  EXPECT_EQ(Value(*buffer->TryPop()), 1);
+  EXPECT_TRUE(buffer->SpinForSpace());  // room for one
+  Push(*buffer, Number(3));
+  buffer->Close(End(), /*drop_buffered=*/false);
+  EXPECT_TRUE(buffer->SpinForSpace());  // full but closed
+  Result late = Number(4);
+  EXPECT_EQ(buffer->TryPush(late), ResultBuffer::PushOutcome::kClosed);
+}
+
 TEST(ResultBuffer, AWaitingConsumerTakesTheNextResultDirectly) {
   asio::io_context io;
   auto buffer = std::make_shared<ResultBuffer>(2);
@@ -230,6 +263,7 @@ TEST(ResultBuffer, ConcurrentConsumersTakeEachResultExactlyOnce) {
     for (int64_t i = 0; i <= kResults; ++i) {
       Result r = i < kResults ? Number(i) : End();
       while (buffer->TryPush(r) == ResultBuffer::PushOutcome::kFull) {
+        if (buffer->SpinForSpace()) continue;
         buffer->AsyncWaitForSpace(
             asio::bind_executor(producer_io, [](error_code) {}));
         producer_io.run();

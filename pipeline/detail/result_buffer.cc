@@ -39,6 +39,7 @@ ResultBuffer::PushOutcome ResultBuffer::TryPush(Result& result) {
                        std::memory_order_release);
     } else {
       // Waiters only wait on an empty buffer: the oldest takes it.
+      consumer_waking_.store(true, std::memory_order_relaxed);
       taker = std::move(waiters_.front().second);
       waiters_.pop_front();
       if (IsFinal(result)) {
@@ -87,12 +88,61 @@ std::optional<ResultBuffer::Result> ResultBuffer::PopLocked(
   return result;
 }
 
+bool ResultBuffer::SpinForSpace() {
+  // A producer only calls this (and only it parks), so the flag means
+  // closed here.
+  auto room_or_closed = [this] {
+    return available_.load(std::memory_order_acquire) < capacity_ ||
+           producer_parked_or_closed_.load(std::memory_order_acquire);
+  };
+  if (room_or_closed()) return true;
+  const auto budget =
+      SpaceSpinBudget(take_gap_ns_.load(std::memory_order_relaxed),
+                      consumer_waking_.load(std::memory_order_relaxed));
+  if (budget <= std::chrono::nanoseconds::zero()) return false;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (room_or_closed()) return true;
+    CpuRelax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) {
+      return false;
+    }
+  }
+}
+
+std::chrono::nanoseconds ResultBuffer::SpaceSpinBudget(int64_t take_gap_ns,
+                                                       bool consumer_waking) {
+  const int64_t max_spin =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxSpin).count();
+  if (take_gap_ns < 0 || take_gap_ns > max_spin) {
+    return std::chrono::nanoseconds::zero();
+  }
+  if (consumer_waking) return kMaxWakeSpin;
+  return std::chrono::nanoseconds(2 * take_gap_ns);
+}
+
+void ResultBuffer::NoteTakeRequestLocked(
+    std::chrono::steady_clock::time_point now) {
+  consumer_waking_.store(false, std::memory_order_relaxed);
+  if (last_take_ == std::chrono::steady_clock::time_point{}) return;
+  const int64_t gap =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - last_take_)
+          .count();
+  const int64_t average = take_gap_ns_.load(std::memory_order_relaxed);
+  take_gap_ns_.store(average < 0 ? gap : (3 * average + gap) / 4,
+                     std::memory_order_relaxed);
+  last_take_ = {};
+}
+
 std::optional<ResultBuffer::Result> ResultBuffer::TryPop() {
   absl::AnyInvocable<void(boost::system::error_code)> wake;
   std::optional<Result> result;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
+    NoteTakeRequestLocked(now);
     result = PopLocked(&wake);
+    if (result.has_value()) last_take_ = now;
   }
   if (wake) wake(boost::system::error_code());
   return result;
@@ -126,9 +176,12 @@ void ResultBuffer::AddWaiterOrComplete(Waiter done,
                                        boost::asio::cancellation_slot slot) {
   absl::AnyInvocable<void(boost::system::error_code)> wake;
   std::optional<Result> result;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(mu_);
+    NoteTakeRequestLocked(now);
     result = PopLocked(&wake);
+    if (result.has_value()) last_take_ = now;
     if (!result.has_value()) {
       const uint64_t id = next_waiter_id_++;
       if (slot.is_connected()) {

@@ -6,12 +6,27 @@
 // Producer (one at a time): TryPush hands a result to the oldest waiting
 // consumer or buffers it, and says kFull when `capacity` results wait
 // (the result is then left with the caller) or kClosed once Close was
-// called (the result is dropped). On kFull the producer awaits
+// called (the result is dropped). On kFull the producer first calls
+// SpinForSpace, and pushes again when it returns true; otherwise it awaits
 // AsyncWaitForSpace, which completes once consumers have brought the
 // buffer down to its low-water mark -- half of capacity, rounded down --
 // so that a slow consumer wakes the producer once per capacity/2 results,
 // not once per result. It completes with operation_aborted when the buffer
 // is closed or the wait is cancelled (its handler's cancellation slot).
+//
+// SpinForSpace spins, without sleeping, while consumers that keep taking
+// results every few microseconds are about to make room (it returns true
+// as soon as there is room or the buffer is closed, false when the spin
+// was not worth it or ran out). Without it, a consumer faster than its
+// producer falls into a convoy once it has slept for any reason: the
+// producer fills the buffer and sleeps, the consumer wakes it and drains
+// the buffer before it is up, sleeps in turn, and each result then costs
+// two wake-ups of tens of microseconds (BM_Pipeline_Stages: one push in 20
+// slept, and the stages ran at a third of their speed). The spin lasts
+// SpaceSpinBudget: twice the consumers' recent gap between a take and the
+// next, when that gap is short; up to kMaxWakeSpin while a consumer the
+// producer handed a result to is still waking up; never for consumers that
+// take slowly (a training step), whose producer sleeps as before.
 //
 // Consumers (any thread, concurrently): TryPop takes a buffered result, or
 // the final one, without waiting. AsyncPop waits for one; before it
@@ -62,8 +77,12 @@ namespace cosession::detail {
 class ResultBuffer : public std::enable_shared_from_this<ResultBuffer> {
  public:
   using Result = ElementIterator::Result;
-  // The longest a consumer spins before it waits.
+  // The longest a consumer spins before it waits; a producer spins only
+  // for consumers whose gap between takes is shorter.
   static constexpr std::chrono::microseconds kMaxSpin{20};
+  // The longest a producer spins for a consumer it woke (a sleeping
+  // thread's wake-up takes 40-50 us on the project's 2-core VMs).
+  static constexpr std::chrono::microseconds kMaxWakeSpin{100};
 
   explicit ResultBuffer(size_t capacity);
   ResultBuffer(const ResultBuffer&) = delete;
@@ -72,6 +91,13 @@ class ResultBuffer : public std::enable_shared_from_this<ResultBuffer> {
   // ---- Producer.
   enum class PushOutcome { kDone, kFull, kClosed };
   PushOutcome TryPush(Result& result);
+  bool SpinForSpace();
+  // How long SpinForSpace spins: `take_gap_ns` is the consumers' recent
+  // gap between a take and the next request (negative: not known yet),
+  // `consumer_waking` whether the last result went to a waiting consumer
+  // that has not come back since.
+  static std::chrono::nanoseconds SpaceSpinBudget(int64_t take_gap_ns,
+                                                  bool consumer_waking);
 
   template <typename CompletionToken>
   auto AsyncWaitForSpace(CompletionToken&& token) {
@@ -118,6 +144,9 @@ class ResultBuffer : public std::enable_shared_from_this<ResultBuffer> {
       absl::AnyInvocable<void(boost::system::error_code)>* wake)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SpinForResult();
+  // At each take request: the gap since the last take that did not wait.
+  void NoteTakeRequestLocked(std::chrono::steady_clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes `done` when a result is there; else queues it, its
   // cancellation assigned to `slot` before another thread can see it.
   void AddWaiterOrComplete(Waiter done, boost::asio::cancellation_slot slot);
@@ -145,6 +174,13 @@ class ResultBuffer : public std::enable_shared_from_this<ResultBuffer> {
   // nanoseconds), written by the producer only.
   std::atomic<int64_t> push_interval_ns_{-1};
   std::chrono::steady_clock::time_point last_push_{};
+  // The consumers' recent gap between a take that did not wait and the
+  // next take request (exponential average, nanoseconds; -1: none yet).
+  std::atomic<int64_t> take_gap_ns_{-1};
+  std::chrono::steady_clock::time_point last_take_ ABSL_GUARDED_BY(mu_){};
+  // Set when TryPush hands a result to a waiting consumer, cleared at the
+  // next take request: the consumer is still waking up.
+  std::atomic<bool> consumer_waking_{false};
 };
 
 }  // namespace cosession::detail
