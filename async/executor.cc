@@ -198,7 +198,14 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   }
   for (Step& step : plan->steps_) {
     absl::InlinedVector<int, 4> release, drop, dead;
-    for (int in : plan->InputSlots(step)) {
+    const absl::Span<const int> input_slots = plan->InputSlots(step);
+    for (size_t i = 0; i < input_slots.size() && i < 16; ++i) {
+      const int in = input_slots[i];
+      if (readers[in] == 1 && !fetched[in]) {
+        step.exclusive_inputs |= static_cast<uint16_t>(1u << i);
+      }
+    }
+    for (int in : input_slots) {
       if (big[in]) {
         release.push_back(in);
       } else if (readers[in] == 1 && !fetched[in]) {
@@ -494,7 +501,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     InputPtrs inputs = Inputs(step);
     KernelContext ctx(*step.node, inputs,
                       slots_.data() + step.first_output_slot, *resources_,
-                      &stop_, &runtime_);
+                      &stop_, &runtime_, step.exclusive_inputs);
     const auto start = trace_ ? std::chrono::steady_clock::now()
                               : std::chrono::steady_clock::time_point();
     absl::Status status;

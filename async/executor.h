@@ -89,6 +89,11 @@ class ExecutionPlan {
     // Every input and output shape is known at build time, so the op's cost
     // estimate is the same every run: asked once, kept in cost_cache_.
     bool static_cost{};
+    // Bit i: input i is this step's alone -- its slot has no other reader
+    // and is not fetched -- so its kernel may write its output into that
+    // tensor's buffer (KernelContext::ForwardInputOrAllocateOutput). Inputs
+    // past the 16th are never marked (a Step fits a cache line).
+    uint16_t exclusive_inputs{};
     IntList successors{};
     // Big slots (see slot_uses_) to drop once this step ran: inputs it reads
     // (when it is their last reader), and outputs nothing reads.

@@ -381,10 +381,13 @@ absl::Status ActivationGradKernel(KernelContext& ctx) {
     if constexpr (!std::is_floating_point_v<T>) {
       return UnsupportedDType(ctx, grad.dtype());
     } else {
-      Tensor out = Tensor::AllocateWithShapeOf(grad.dtype(), grad);
-      MutableFlatMap<T>(out) =
-          Op::Apply(FlatMap<T>(grad), FlatMap<T>(ctx.input(1)));
-      ctx.set_output(0, std::move(out));
+      // Mapped before an input may be forwarded (and left empty); the
+      // expression is elementwise, so writing it over an input is safe.
+      const auto g = FlatMap<T>(grad);
+      const auto y = FlatMap<T>(ctx.input(1));
+      Tensor& out =
+          ctx.ForwardInputOrAllocateOutput({0, 1}, 0, grad.dtype(), grad);
+      MutableFlatMap<T>(out) = Op::Apply(g, y);
       return absl::OkStatus();
     }
   });

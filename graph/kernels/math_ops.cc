@@ -177,12 +177,12 @@ absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
   const T* y = b.flat<T>().data();
   if (a.shape() == b.shape()) {
     // The common case, and the cheapest: no broadcast to work out (a scalar
-    // op's whole cost is the framework's, see BM_Executor_Chain).
-    Tensor out = Tensor::AllocateWithShapeOf(kDTypeOf<Out>, a);
+    // op's whole cost is the framework's, see BM_Executor_Chain). z may be
+    // x or y (a forwarded input; x and y were read above).
+    Tensor& out = ctx.ForwardInputOrAllocateOutput({0, 1}, 0, kDTypeOf<Out>, a);
     Out* z = static_cast<Out*>(out.raw_data());
     const int64_t n = out.NumElements();
     for (int64_t i = 0; i < n; ++i) z[i] = fn(x[i], y[i]);
-    ctx.set_output(0, std::move(out));
     return absl::OkStatus();
   }
   // One operand repeating over the other in order (a bias, a scalar, a
@@ -193,11 +193,15 @@ absl::Status ApplyBinary(KernelContext& ctx, Fn fn) {
     const Tensor& big = small_is_a ? b : a;
     const Repeat repeat = RepeatOf(small.shape(), big.shape());
     if (repeat == Repeat::kNeither || small.NumElements() == 0) continue;
-    Tensor out = Tensor::AllocateWithShapeOf(kDTypeOf<Out>, big);
+    const int64_t n = big.NumElements();
+    const int64_t m = small.NumElements();
+    // Written in place when `big` is forwarded (left empty then): each
+    // element of big is read just before the same element is written.
+    Tensor& out = ctx.ForwardInputOrAllocateOutput({small_is_a ? 1 : 0}, 0,
+                                                   kDTypeOf<Out>, big);
     ApplyRepeated<T, Out>(repeat, small_is_a, small_is_a ? y : x,
                           small_is_a ? x : y, static_cast<Out*>(out.raw_data()),
-                          big.NumElements(), small.NumElements(), fn);
-    ctx.set_output(0, std::move(out));
+                          n, m, fn);
     return absl::OkStatus();
   }
   absl::StatusOr<TensorShape> shape = BroadcastShapes(a.shape(), b.shape());
@@ -330,9 +334,11 @@ absl::Status UnaryKernel(KernelContext& ctx) {
     if constexpr (!kIsNumeric<T> || (Op::kFloatOnly && !kIsFloating<T>)) {
       return UnsupportedDType(ctx, x.dtype());
     } else {
-      Tensor out = Tensor::AllocateWithShapeOf(x.dtype(), x);
-      MutableFlatMap<T>(out) = Op::Apply(FlatMap<T>(x));
-      ctx.set_output(0, std::move(out));
+      // Mapped before x may be forwarded (and left empty); the expression
+      // is elementwise, so writing it over its own input is safe.
+      const auto in = FlatMap<T>(x);
+      Tensor& out = ctx.ForwardInputOrAllocateOutput({0}, 0, x.dtype(), x);
+      MutableFlatMap<T>(out) = Op::Apply(in);
       return absl::OkStatus();
     }
   });
