@@ -64,8 +64,8 @@ class PrefetcherState : public std::enable_shared_from_this<PrefetcherState> {
 
   PrefetcherState(Runtime::executor_type pool, int64_t buffer_size)
       : strand(asio::make_strand(pool)),
-        buffer(std::make_shared<ResultBuffer>(
-            static_cast<size_t>(buffer_size))) {}
+        buffer(
+            std::make_shared<ResultBuffer>(static_cast<size_t>(buffer_size))) {}
 
   std::optional<Result> final_result() { return buffer->final_result(); }
   // Records the final result (the first one wins). With `close`, waiting
