@@ -18,6 +18,35 @@ inline void CpuRelax() {
 #endif
 }
 
+// How long one side spins for the other, whose recent interval between
+// results (or between takes) is `interval_ns` (negative: not known yet):
+// twice that, up to ResultBuffer::kMaxSpin; nothing when it is longer --
+// then sleeping and being woken costs less than the spin.
+std::chrono::nanoseconds ShortSpinBudget(int64_t interval_ns) {
+  const int64_t max_spin = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               ResultBuffer::kMaxSpin)
+                               .count();
+  if (interval_ns < 0 || interval_ns > max_spin) {
+    return std::chrono::nanoseconds::zero();
+  }
+  return std::chrono::nanoseconds(std::min(2 * interval_ns, max_spin));
+}
+
+// Spins until ready() or `budget` has passed; ready()'s last answer.
+template <typename Ready>
+bool SpinUntil(Ready ready, std::chrono::nanoseconds budget) {
+  if (ready()) return true;
+  if (budget <= std::chrono::nanoseconds::zero()) return false;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    CpuRelax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) {
+      return ready();
+    }
+  }
+}
+
 }  // namespace
 
 ResultBuffer::ResultBuffer(size_t capacity)
@@ -96,29 +125,17 @@ bool ResultBuffer::SpinForSpace() {
            producer_parked_or_closed_.load(std::memory_order_acquire);
   };
   if (room_or_closed()) return true;
-  const auto budget =
+  return SpinUntil(
+      room_or_closed,
       SpaceSpinBudget(take_gap_ns_.load(std::memory_order_relaxed),
-                      consumer_waking_.load(std::memory_order_relaxed));
-  if (budget <= std::chrono::nanoseconds::zero()) return false;
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 1;; ++i) {
-    if (room_or_closed()) return true;
-    CpuRelax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) {
-      return false;
-    }
-  }
+                      consumer_waking_.load(std::memory_order_relaxed)));
 }
 
 std::chrono::nanoseconds ResultBuffer::SpaceSpinBudget(int64_t take_gap_ns,
                                                        bool consumer_waking) {
-  const int64_t max_spin =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxSpin).count();
-  if (take_gap_ns < 0 || take_gap_ns > max_spin) {
-    return std::chrono::nanoseconds::zero();
-  }
-  if (consumer_waking) return kMaxWakeSpin;
-  return std::chrono::nanoseconds(2 * take_gap_ns);
+  const std::chrono::nanoseconds budget = ShortSpinBudget(take_gap_ns);
+  if (budget == std::chrono::nanoseconds::zero()) return budget;
+  return consumer_waking ? kMaxWakeSpin : budget;
 }
 
 void ResultBuffer::NoteTakeRequestLocked(
@@ -149,27 +166,12 @@ std::optional<ResultBuffer::Result> ResultBuffer::TryPop() {
 }
 
 void ResultBuffer::SpinForResult() {
-  if (available_.load(std::memory_order_acquire) > 0 ||
-      producer_parked_or_closed_.load(std::memory_order_relaxed)) {
-    return;
-  }
-  const int64_t interval = push_interval_ns_.load(std::memory_order_relaxed);
-  const int64_t max_spin =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(kMaxSpin).count();
-  if (interval < 0 || interval > max_spin) return;
-  const auto budget =
-      std::chrono::nanoseconds(std::min(2 * interval, max_spin));
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 1;; ++i) {
-    if (available_.load(std::memory_order_acquire) > 0 ||
-        producer_parked_or_closed_.load(std::memory_order_relaxed)) {
-      return;
-    }
-    CpuRelax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() - start > budget) {
-      return;
-    }
-  }
+  SpinUntil(
+      [this] {
+        return available_.load(std::memory_order_acquire) > 0 ||
+               producer_parked_or_closed_.load(std::memory_order_relaxed);
+      },
+      ShortSpinBudget(push_interval_ns_.load(std::memory_order_relaxed)));
 }
 
 void ResultBuffer::AddWaiterOrComplete(Waiter done,
