@@ -518,9 +518,14 @@ void BatchingState::BatchDone(const std::shared_ptr<RunningBatch>& batch,
                               int64_t padded, SteadyClock::time_point started,
                               Session::RunResult result) {
   --running;
-  const auto took = SteadyClock::now() - started;
-  run_estimate =
-      run_estimate.count() == 0 ? took : (3 * run_estimate + took) / 4;
+  // Only a run that completed says how long runs take: a cancelled one
+  // lasted as long as its requests waited (up to their deadlines), and
+  // counting it would close every later batch at once.
+  if (result.ok()) {
+    const auto took = SteadyClock::now() - started;
+    run_estimate =
+        run_estimate.count() == 0 ? took : (3 * run_estimate + took) / 4;
+  }
   // Outputs must have one row per input row to be split.
   absl::Status split_error;
   if (result.ok()) {

@@ -909,9 +909,9 @@ HttpReply ModelServer::PrometheusText() const {
   // Batch sizes over every served version; the queue per model.
   std::map<int64_t, int64_t> sizes;
   int64_t batches = 0, rows = 0;
-  std::string depths, cancellations;  // one family each, grouped
+  std::string depths, running_batches, cancellations;  // one family each
   for (const auto& [name, model] : models_) {
-    int64_t queued = 0, cancelled = 0;
+    int64_t queued = 0, running = 0, cancelled = 0;
     for (const auto& [version, served] : model->served) {
       for (const auto& [signature, batcher] : served->batchers) {
         const BatchingStats stats = batcher->stats();
@@ -921,6 +921,7 @@ HttpReply ModelServer::PrometheusText() const {
         }
         batches += stats.batches;
         queued += stats.queued_requests;
+        running += stats.running_batches;
         cancelled += stats.cancelled;
       }
     }
@@ -928,6 +929,12 @@ HttpReply ModelServer::PrometheusText() const {
     absl::StrAppend(&depths,
                     ":cosession:serving:batching_queue_depth{model_name=\"",
                     label, "\"} ", queued, "\n");
+    // Batches whose graph run has not completed, including those every
+    // request of which already left (cancelled, past its deadline).
+    absl::StrAppend(&running_batches,
+                    ":cosession:serving:batching_running_batches{model_name="
+                    "\"",
+                    label, "\"} ", running, "\n");
     absl::StrAppend(&cancellations,
                     ":cosession:serving:batching_cancelled_requests{model_"
                     "name=\"",
@@ -953,7 +960,9 @@ HttpReply ModelServer::PrometheusText() const {
       "\n",
       ":tensorflow:serving:batching_session:processed_batch_size_count{} ",
       batches, "\n", "# TYPE :cosession:serving:batching_queue_depth gauge\n",
-      depths, "# TYPE :cosession:serving:batching_cancelled_requests counter\n",
+      depths, "# TYPE :cosession:serving:batching_running_batches gauge\n",
+      running_batches,
+      "# TYPE :cosession:serving:batching_cancelled_requests counter\n",
       cancellations);
   HttpReply reply;
   reply.content_type = "text/plain; version=0.0.4";

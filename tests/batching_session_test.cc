@@ -391,6 +391,52 @@ CO_TEST(BatchingSession,
   EXPECT_EQ(calls.results[0]->at("y").DebugString(100), Doubled(2, 5));
 }
 
+// A batch held until its requests' deadlines passed says nothing of how
+// long a run takes: a later request with a deadline still waits for a
+// partner, as it would before any batch ran.
+CO_TEST(BatchingSession, ACancelledBatchsWaitIsNotTakenForARunTime) {
+  TestEvents events;
+  Model m(true);
+  auto batcher = MakeBatcher(m, {.max_batch_size = 2, .batch_timeout = 1h});
+  CO_ASSERT_TRUE(batcher != nullptr);
+  Calls calls(4);
+  calls.Submit(*batcher, 0, Rows(1, 0), {.timeout = 200ms});
+  calls.Submit(*batcher, 1, Rows(1, 10), {.timeout = 200ms});
+  co_await Started(events);  // held past both deadlines
+  for (int k = 0; k < 2; ++k) {
+    const int i = co_await calls.Next();
+    EXPECT_EQ(calls.results[i].status().code(),
+              absl::StatusCode::kDeadlineExceeded);
+  }
+  // The cancelled run returns (its gate's wait is cancelled).
+  while (batcher->stats().running_batches > 0) {
+    co_await asio::post(co_test::Io(), asio::use_awaitable);
+  }
+  // Had the 200 ms counted as a run, request 2 (300 ms) would run alone.
+  calls.Submit(*batcher, 2, Rows(1, 20), {.timeout = 300ms});
+  BatchingStats scheduled = batcher->stats();
+  while (scheduled.queued_requests + scheduled.running_batches == 0) {
+    co_await asio::post(co_test::Io(), asio::use_awaitable);
+    scheduled = batcher->stats();
+  }
+  EXPECT_EQ(scheduled.queued_requests, 1) << "request 2 did not wait";
+  calls.Submit(*batcher, 3, Rows(1, 30), {.timeout = 300ms});
+  co_await Started(events);
+  co_await Release(events);
+  (void)co_await calls.Next();
+  if (calls.completions[3] == 0) {  // request 2 ran alone
+    co_await Started(events);
+    co_await Release(events);
+    (void)co_await calls.Next();
+  }
+  for (int i : {2, 3}) {
+    CO_ASSERT_OK(calls.results[i].status());
+    EXPECT_EQ(calls.results[i]->at("y").DebugString(100),
+              Doubled(1, static_cast<float>(10 * i)));
+  }
+  EXPECT_EQ(batcher->stats().batch_sizes, (std::map<int64_t, int64_t>{{2, 2}}));
+}
+
 // A request's outputs are taken out of its batch's when its handler runs
 // (on the caller's thread), which may be after the batcher and its state
 // are gone: the answer must still name and hold its outputs.
