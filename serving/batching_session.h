@@ -15,8 +15,10 @@
 //   * its oldest request has waited batch_timeout, or
 //   * waiting longer would make one of its requests miss its deadline: the
 //     batch closes when a request's remaining time falls to twice the
-//     recent batch run time (at least 1 ms), or, before any batch ran, to
-//     half of the request's timeout.
+//     recent batch run time (at least 1 ms), or, before any batch's run
+//     completed, to half of the request's timeout. Only runs that
+//     completed are timed: a cancelled one lasted as long as its requests
+//     waited.
 // Its inputs are concatenated along dimension 0, padded up to the next of
 // allowed_batch_sizes by repeating the last row, run in one Session::Run,
 // and every output is split back along dimension 0.

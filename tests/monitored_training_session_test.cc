@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cosession/graph/ops.h"
@@ -144,6 +147,61 @@ TEST(MonitoredTrainingSession, ABadHookOptionIsNamed) {
   EXPECT_EQ(setup.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(setup.status().message().find("save_summaries"), std::string::npos)
       << setup.status();
+}
+
+// Completes as MonitoredSession::Create does: with the result alone (no
+// exception_ptr first), once, through the handler's executor and never
+// inline -- bad options too.
+CO_TEST(MonitoredTrainingSession,
+        CompletesWithItsResultThroughTheHandlersExecutor) {
+  ScratchDir dir;
+  struct Completion {
+    std::optional<MonitoredSession::CreateResult> result;
+    int calls = 0;
+    bool returned = false;  // MonitoredTrainingSession returned
+    bool inline_call = false;
+    bool off_io = false;
+  };
+  asio::experimental::channel<void(boost::system::error_code)> done(
+      co_test::Io(), 2);
+  auto create = [&](Graph& g, MonitoredTrainingSessionOptions options,
+                    Completion& c) {
+    MonitoredTrainingSession(
+        g, std::move(options),
+        asio::bind_executor(
+            co_test::Io(), [&c, &done](MonitoredSession::CreateResult result) {
+              ++c.calls;
+              c.inline_call = !c.returned;
+              c.off_io = !co_test::Io().get_executor().running_in_this_thread();
+              c.result = std::move(result);
+              done.try_send(boost::system::error_code{});
+            }));
+    c.returned = true;
+  };
+  TrainingGraph bad_graph;
+  MonitoredTrainingSessionOptions bad = ChiefOptions(dir.path());
+  bad.summary_scalars = {{"nothing", Output()}};
+  Completion refused;
+  create(bad_graph.g, bad, refused);
+  co_await done.async_receive(asio::use_awaitable);
+  CO_ASSERT_TRUE(refused.result.has_value());
+  EXPECT_EQ(refused.result->status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.result->status().message().find("save_summaries"),
+            std::string::npos)
+      << refused.result->status();
+  TrainingGraph graph;
+  Completion created;
+  create(graph.g, ChiefOptions(dir.path()), created);
+  co_await done.async_receive(asio::use_awaitable);
+  CO_ASSERT_TRUE(created.result.has_value());
+  CO_ASSERT_OK(created.result->status());
+  CO_ASSERT_OK(co_await (**created.result)->Close(asio::use_awaitable));
+  for (const Completion* c : {&refused, &created}) {
+    EXPECT_EQ(c->calls, 1);
+    EXPECT_FALSE(c->inline_call);
+    EXPECT_FALSE(c->off_io);
+  }
 }
 
 // Runs the chief until ShouldStop, then closes; returns the steps run.

@@ -1,8 +1,9 @@
 #include "cosession/training/monitored_training_session.h"
 
-#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/strand.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/async/runtime.h"
 #include "cosession/graph/status.h"
 #include "cosession/hooks/checkpoint_saver_hook.h"
 #include "cosession/hooks/step_counter_hook.h"
@@ -131,15 +132,11 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
 
 namespace detail {
 
-boost::asio::awaitable<MonitoredSession::CreateResult>
-CreateMonitoredTrainingSession(Graph* graph,
-                               MonitoredTrainingSessionOptions options) {
-  absl::StatusOr<MonitoredTrainingSessionSetup> setup =
-      SetUpMonitoredTrainingSession(*graph, std::move(options));
-  if (!setup.ok()) co_return setup.status();
-  co_return co_await MonitoredSession::Create(
-      *graph, std::move(setup->hooks), std::move(setup->creator),
-      std::move(setup->options), boost::asio::use_awaitable);
+boost::asio::any_io_executor SetUpErrorExecutor(
+    const MonitoredSessionOptions& options) {
+  if (options.executor.has_value()) return *options.executor;
+  Runtime& runtime = options.runtime ? *options.runtime : Runtime::Default();
+  return boost::asio::make_strand(runtime.executor());
 }
 
 }  // namespace detail

@@ -34,7 +34,9 @@
 #ifndef COSESSION_TRAINING_MONITORED_TRAINING_SESSION_H_
 #define COSESSION_TRAINING_MONITORED_TRAINING_SESSION_H_
 
-#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/associated_executor.hpp>
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -47,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "cosession/async/clock.h"
+#include "cosession/async/completion.h"
 #include "cosession/async/monitored_session.h"
 #include "cosession/graph/graph.h"
 #include "cosession/graph/resource_manager.h"
@@ -102,27 +105,42 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
     Graph& graph, MonitoredTrainingSessionOptions options);
 
 namespace detail {
-boost::asio::awaitable<MonitoredSession::CreateResult>
-CreateMonitoredTrainingSession(Graph* graph,
-                               MonitoredTrainingSessionOptions options);
+// Where an error of the set-up is delivered to a handler without an
+// executor of its own: MonitoredSession::Create's default (a strand of the
+// options' executor or Runtime).
+boost::asio::any_io_executor SetUpErrorExecutor(
+    const MonitoredSessionOptions& options);
 }  // namespace detail
 
-// Sets up as above and creates the MonitoredSession. Completion signature:
-// void(std::exception_ptr, MonitoredSession::CreateResult), as
-// MonitoredSession::Create.
+// Sets up as above, on the calling thread (it adds ops to `graph`), and
+// creates the MonitoredSession. Completion signature:
+// void(MonitoredSession::CreateResult), as MonitoredSession::Create: bad
+// options complete with InvalidArgument, through the handler's executor,
+// never inline; cancellation as MonitoredSession::Create's.
 template <typename CompletionToken>
 auto MonitoredTrainingSession(Graph& graph,
                               MonitoredTrainingSessionOptions options,
                               CompletionToken&& token) {
-  Runtime& runtime =
-      options.session.runtime ? *options.session.runtime : Runtime::Default();
-  boost::asio::any_io_executor executor = options.session.executor.has_value()
-                                              ? *options.session.executor
-                                              : runtime.executor();
-  return boost::asio::co_spawn(
-      executor,
-      detail::CreateMonitoredTrainingSession(&graph, std::move(options)),
-      std::forward<CompletionToken>(token));
+  return boost::asio::async_initiate<CompletionToken,
+                                     void(MonitoredSession::CreateResult)>(
+      [](auto handler, Graph* graph, MonitoredTrainingSessionOptions options) {
+        auto executor = boost::asio::get_associated_executor(
+            handler, detail::SetUpErrorExecutor(options.session));
+        absl::StatusOr<MonitoredTrainingSessionSetup> setup =
+            SetUpMonitoredTrainingSession(*graph, std::move(options));
+        if (!setup.ok()) {
+          PostToHandler<MonitoredSession::CreateResult>(
+              boost::asio::bind_executor(std::move(executor),
+                                         std::move(handler)),
+              [](MonitoredSession::CreateResult r) { return r; })(
+              setup.status());
+          return;
+        }
+        MonitoredSession::Create(*graph, std::move(setup->hooks),
+                                 std::move(setup->creator),
+                                 std::move(setup->options), std::move(handler));
+      },
+      token, &graph, std::move(options));
 }
 
 }  // namespace cosession

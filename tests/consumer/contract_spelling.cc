@@ -2,7 +2,9 @@
 // "hooks/..."), which cosession::cosession resolves to the same files as
 // "cosession/<layer>/..." (main.cc's spelling; both appear below, as in a
 // program whose files were written either way): a session stopped by a
-// StopAtStepHook once the global step reached 2.
+// StopAtStepHook once the global step reached 2, and one made by the
+// MonitoredTrainingSession factory, which the contract lists in
+// "async/monitored_session.h" (this file includes no training header).
 #include "contract_spelling.h"
 
 #include <boost/asio/use_awaitable.hpp>
@@ -32,6 +34,27 @@ asio::awaitable<int> StepsUntilStopAtStepTwo() {
   auto created = co_await MonitoredSession::Create(
       graph, hooks, std::make_shared<ChiefSessionCreator>(), options,
       asio::use_awaitable);
+  if (!created.ok()) co_return -1;
+  MonitoredSession& session = **created;
+  int steps = 0;
+  while (!session.ShouldStop() && steps < 10) {
+    RunArgs args{.targets = {Operation(increment.node())}};
+    auto ran = co_await session.Run(args, asio::use_awaitable);
+    if (!ran.ok()) co_return -1;
+    ++steps;
+  }
+  absl::Status closed = co_await session.Close(asio::use_awaitable);
+  co_return closed.ok() ? steps : -1;
+}
+
+asio::awaitable<int> TrainingStepsUntilMaxStepsThree() {
+  Graph graph;
+  Output step = GetOrCreateGlobalStep(graph);
+  Output increment = ops::AssignAdd(graph, step, ops::Const(graph, int64_t{1}));
+  MonitoredTrainingSessionOptions options;
+  options.max_steps = 3;
+  auto created =
+      co_await MonitoredTrainingSession(graph, options, asio::use_awaitable);
   if (!created.ok()) co_return -1;
   MonitoredSession& session = **created;
   int steps = 0;

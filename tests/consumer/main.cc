@@ -1,7 +1,8 @@
 // A program of another project: a graph, a MonitoredSession with a hook,
 // three steps awaited from a coroutine; then, from a file that includes the
 // headers as the public contract spells them, a session stopped by a
-// StopAtStepHook. Exit code 0 when every value is the one expected.
+// StopAtStepHook and one made by MonitoredTrainingSession. Exit code 0 when
+// every value is the one expected.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -65,12 +66,15 @@ asio::awaitable<int> Main() {
   }
   absl::Status closed = co_await session.Close(asio::use_awaitable);
   const int stopped_after = co_await StepsUntilStopAtStepTwo();
+  const int trained = co_await TrainingStepsUntilMaxStepsThree();
   const bool right = closed.ok() && sum == 18.0f && hook->steps == 3 &&
-                     hook->last_y == 9.0f && stopped_after == 2;
+                     hook->last_y == 9.0f && stopped_after == 2 &&
+                     trained == 3;
   std::printf(
-      "consumer: sum=%g steps=%d last_y=%g closed=%s stopped_after=%d: %s\n",
+      "consumer: sum=%g steps=%d last_y=%g closed=%s stopped_after=%d "
+      "trained=%d: %s\n",
       sum, hook->steps, hook->last_y, closed.ToString().c_str(), stopped_after,
-      right ? "ok" : "WRONG");
+      trained, right ? "ok" : "WRONG");
   co_return right ? 0 : 1;
 }
 
