@@ -684,8 +684,12 @@ class RunState : public std::enable_shared_from_this<RunState> {
       return;
     }
     RunOutputs outputs;
-    outputs.values.reserve(plan_->fetch_slots_.size());
-    for (int slot : plan_->fetch_slots_) outputs.values.push_back(slots_[slot]);
+    if (!plan_->fetch_slots_.empty()) {
+      outputs.values.reserve(plan_->fetch_slots_.size());
+      for (int slot : plan_->fetch_slots_) {
+        outputs.values.push_back(slots_[slot]);
+      }
+    }
     outputs.metadata.step_stats.node_stats = std::move(node_stats);
     done(std::move(outputs));
   }

@@ -214,11 +214,13 @@ Session::PreparedRun Session::Prepare(detail::SessionState& state,
   }
   const RunArgs& args = *resolved;
   absl::InlinedVector<Output, 4> feeds;
-  feeds.reserve(args.feeds.size());
-  run.feed_values.reserve(args.feeds.size());
-  for (const auto& [out, value] : args.feeds) {
-    feeds.push_back(out);
-    run.feed_values.push_back(value);
+  if (!args.feeds.empty()) {
+    feeds.reserve(args.feeds.size());
+    run.feed_values.reserve(args.feeds.size());
+    for (const auto& [out, value] : args.feeds) {
+      feeds.push_back(out);
+      run.feed_values.push_back(value);
+    }
   }
   absl::StatusOr<std::shared_ptr<const ExecutionPlan>> plan =
       FindOrBuildPlan(state, args, extra_fetches, feeds);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/bind_executor.hpp>
 #include <boost/asio/cancellation_signal.hpp>
@@ -192,6 +193,35 @@ TEST(PostToHandler, ThePosterDropsItsExecutorCopiesBeforeTheContextCanEnd) {
       << "the posting thread destroyed a copy of the handler's executor "
          "after the context had no work left (it could have been "
          "destroyed)";
+}
+
+// A coroutine's handler: an io_context's executor behind any_io_executor
+// (posted through the io_context's own executor). Completed from another
+// thread, it runs once on the context, whose run() the pending completion
+// keeps from returning until then.
+TEST(PostToHandler, AnIoContextHandlerBehindAnyIoExecutorRunsOnceOnItsContext) {
+  asio::io_context context;
+  int calls = 0;
+  int value = 0;
+  std::thread::id ran_on;
+  absl::AnyInvocable<void(int)> complete = PostToHandler<int>(
+      asio::bind_executor(asio::any_io_executor(context.get_executor()),
+                          [&](int v) {
+                            ++calls;
+                            value = v;
+                            ran_on = std::this_thread::get_id();
+                          }),
+      [](int v) { return v + 1; });
+  std::thread poster([&] {
+    std::move(complete)(41);
+    complete = nullptr;
+  });
+  // Returns once the completion ran: nothing else is queued.
+  context.run_for(seconds(10));
+  poster.join();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(value, 42);
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
 }
 
 // ---- GroupedCompletion
