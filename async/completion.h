@@ -62,7 +62,7 @@ absl::AnyInvocable<void(From)> PostToHandler(Handler handler, Convert convert) {
                           boost::asio::execution::outstanding_work.tracked);
   return [handler = std::optional<Handler>(std::move(handler)),
           work = std::optional<decltype(work)>(std::move(work)),
-          convert = std::move(convert)](From from) mutable {
+          convert = std::move(convert)](From&& from) mutable {
     // Once the handler is queued, its thread may run it and, its context
     // out of work, tear the context down -- while this thread still holds
     // copies of the executor: the one it posts through, asio::post's own

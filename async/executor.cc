@@ -658,15 +658,19 @@ class RunState : public std::enable_shared_from_this<RunState> {
   }
 
   void Complete() {
-    absl::Status status;
-    std::vector<NodeExecStats> node_stats;
+    // The result is built in place and handed on by reference: each move of
+    // a RunOutputs is two vectors to move and destroy, on every run.
+    absl::StatusOr<RunOutputs> result(absl::in_place);
     // Every op finished, so nothing records stats any more; a run that was
     // never stopped has no status to read (a Stop racing with this, from a
     // late cancellation, comes after the run's result was decided).
     if (trace_ || stopped()) {
       std::lock_guard lock(mu_);
-      status = status_;
-      node_stats = std::move(node_stats_);
+      if (!status_.ok()) {
+        result = status_;
+      } else {
+        result->metadata.step_stats.node_stats = std::move(node_stats_);
+      }
     }
     // Only what runs on the strand -- a deadline, an async kernel's
     // coroutine -- needs to learn that the run completed; a run whose async
@@ -679,19 +683,12 @@ class RunState : public std::enable_shared_from_this<RunState> {
       });
     }
     RunDoneCallback done = std::move(done_);
-    if (!status.ok()) {
-      done(std::move(status));
-      return;
+    if (result.ok() && !plan_->fetch_slots_.empty()) {
+      std::vector<Tensor>& values = result->values;
+      values.reserve(plan_->fetch_slots_.size());
+      for (int slot : plan_->fetch_slots_) values.push_back(slots_[slot]);
     }
-    RunOutputs outputs;
-    if (!plan_->fetch_slots_.empty()) {
-      outputs.values.reserve(plan_->fetch_slots_.size());
-      for (int slot : plan_->fetch_slots_) {
-        outputs.values.push_back(slots_[slot]);
-      }
-    }
-    outputs.metadata.step_stats.node_stats = std::move(node_stats);
-    done(std::move(outputs));
+    done(std::move(result));
   }
 
   const std::shared_ptr<const ExecutionPlan> plan_;

@@ -121,8 +121,9 @@ class MonitoredSession {
                 owner_.impl_,
                 RunWithHooksInline(owner_.impl_, std::move(args), mode), slot,
                 executor,
-                PostToHandler<RunResult>(std::move(handler),
-                                         [](RunResult r) { return r; }),
+                PostToHandler<RunResult>(
+                    std::move(handler),
+                    [](RunResult&& r) { return std::move(r); }),
                 "RunWithHooks");
           },
           token, std::move(args), mode);
@@ -200,12 +201,13 @@ class MonitoredSession {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartStep<RunResult>(
-              impl_, RunCoroutine(impl_, std::move(args), mode, 0), slot,
-              executor,
-              PostToHandler<RunResult>(std::move(handler),
-                                       [](RunResult r) { return r; }),
-              "Run");
+          StartStep<RunResult>(impl_,
+                               RunCoroutine(impl_, std::move(args), mode, 0),
+                               slot, executor,
+                               PostToHandler<RunResult>(
+                                   std::move(handler),
+                                   [](RunResult&& r) { return std::move(r); }),
+                               "Run");
         },
         token, std::move(args), mode);
   }
@@ -242,11 +244,12 @@ class MonitoredSession {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
-          StartStep<Result>(impl_, StepFnCoroutine<Result>(this, std::move(fn)),
-                            slot, executor,
-                            PostToHandler<Result>(std::move(handler),
-                                                  [](Result r) { return r; }),
-                            "RunStepFn");
+          StartStep<Result>(
+              impl_, StepFnCoroutine<Result>(this, std::move(fn)), slot,
+              executor,
+              PostToHandler<Result>(std::move(handler),
+                                    [](Result&& r) { return std::move(r); }),
+              "RunStepFn");
         },
         token, std::move(fn));
   }

@@ -93,7 +93,7 @@ class Session {
           StartPrepared(std::move(state), std::move(run), slot,
                         PostToHandler<RunWithMetadataResult>(
                             std::move(handler),
-                            [](RunWithMetadataResult result) -> RunResult {
+                            [](RunWithMetadataResult&& result) -> RunResult {
                               if (!result.ok()) {
                                 return std::move(result).status();
                               }
@@ -116,8 +116,9 @@ class Session {
           StartPrepared(
               std::move(state), std::move(run), slot,
               PostToHandler<RunWithMetadataResult>(
-                  std::move(handler),
-                  [](RunWithMetadataResult result) { return result; }));
+                  std::move(handler), [](RunWithMetadataResult&& result) {
+                    return std::move(result);
+                  }));
         },
         token, state_, Prepare(*state_, args, {}));
   }
@@ -149,8 +150,9 @@ class Session {
           auto slot = boost::asio::get_associated_cancellation_slot(handler);
           StartRun(std::move(state), *args, slot,
                    PostToHandler<RunWithMetadataResult>(
-                       std::move(handler),
-                       [](RunWithMetadataResult result) { return result; }));
+                       std::move(handler), [](RunWithMetadataResult&& result) {
+                         return std::move(result);
+                       }));
         },
         token, state_, &args);
   }
