@@ -23,6 +23,25 @@
 namespace asio = boost::asio;
 using namespace cosession;
 
+namespace {
+
+// Runs `increment` until the session stops (at most 10 steps) and closes
+// it: the steps run, or -1 on an error.
+asio::awaitable<int> StepsUntilStopped(MonitoredSession& session,
+                                       Output increment) {
+  int steps = 0;
+  while (!session.ShouldStop() && steps < 10) {
+    RunArgs args{.targets = {Operation(increment.node())}};
+    auto ran = co_await session.Run(args, asio::use_awaitable);
+    if (!ran.ok()) co_return -1;
+    ++steps;
+  }
+  absl::Status closed = co_await session.Close(asio::use_awaitable);
+  co_return closed.ok() ? steps : -1;
+}
+
+}  // namespace
+
 asio::awaitable<int> StepsUntilStopAtStepTwo() {
   Graph graph;
   Output step = GetOrCreateGlobalStep(graph);
@@ -35,16 +54,7 @@ asio::awaitable<int> StepsUntilStopAtStepTwo() {
       graph, hooks, std::make_shared<ChiefSessionCreator>(), options,
       asio::use_awaitable);
   if (!created.ok()) co_return -1;
-  MonitoredSession& session = **created;
-  int steps = 0;
-  while (!session.ShouldStop() && steps < 10) {
-    RunArgs args{.targets = {Operation(increment.node())}};
-    auto ran = co_await session.Run(args, asio::use_awaitable);
-    if (!ran.ok()) co_return -1;
-    ++steps;
-  }
-  absl::Status closed = co_await session.Close(asio::use_awaitable);
-  co_return closed.ok() ? steps : -1;
+  co_return co_await StepsUntilStopped(**created, increment);
 }
 
 asio::awaitable<int> TrainingStepsUntilMaxStepsThree() {
@@ -56,14 +66,5 @@ asio::awaitable<int> TrainingStepsUntilMaxStepsThree() {
   auto created =
       co_await MonitoredTrainingSession(graph, options, asio::use_awaitable);
   if (!created.ok()) co_return -1;
-  MonitoredSession& session = **created;
-  int steps = 0;
-  while (!session.ShouldStop() && steps < 10) {
-    RunArgs args{.targets = {Operation(increment.node())}};
-    auto ran = co_await session.Run(args, asio::use_awaitable);
-    if (!ran.ok()) co_return -1;
-    ++steps;
-  }
-  absl::Status closed = co_await session.Close(asio::use_awaitable);
-  co_return closed.ok() ? steps : -1;
+  co_return co_await StepsUntilStopped(**created, increment);
 }
