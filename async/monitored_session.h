@@ -415,13 +415,4 @@ auto CreateSingularMonitoredSession(Graph& graph, MonitoredSession::Hooks hooks,
 
 }  // namespace cosession
 
-// The public contract lists the MonitoredTrainingSession factory with
-// MonitoredSession. It lives in the training layer, above the hooks it
-// builds; code that links cosession::cosession finds it through this header
-// as well. The async layer's own build does not see the training layer's
-// headers, so this adds no dependency of the layer on the layers above it.
-#if __has_include("cosession/training/monitored_training_session.h")
-#include "cosession/training/monitored_training_session.h"
-#endif
-
 #endif  // COSESSION_ASYNC_MONITORED_SESSION_H_

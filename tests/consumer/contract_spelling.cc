@@ -3,8 +3,7 @@
 // "cosession/<layer>/..." (main.cc's spelling; both appear below, as in a
 // program whose files were written either way): a session stopped by a
 // StopAtStepHook once the global step reached 2, and one made by the
-// MonitoredTrainingSession factory, which the contract lists in
-// "async/monitored_session.h" (this file includes no training header).
+// MonitoredTrainingSession factory ("training/...", spelled the same way).
 #include "contract_spelling.h"
 
 #include <boost/asio/use_awaitable.hpp>
@@ -19,6 +18,7 @@
 #include "graph/ops.h"
 #include "graph/tensor.h"
 #include "hooks/stop_at_step_hook.h"
+#include "training/monitored_training_session.h"
 
 namespace asio = boost::asio;
 using namespace cosession;
