@@ -32,8 +32,8 @@ using TrackedIoContextExecutor = decltype(boost::asio::prefer(
 // handler -- a coroutine's on an io_context, reached through
 // any_io_executor -- is posted through the io_context's own executor: the
 // type-erased executor would copy itself for each property it is asked for
-// and reach the context through function pointers (a quarter of the cost of
-// completing a trivial run).
+// and reach the context through function pointers (about a third of the
+// cost of completing a trivial run).
 template <typename Executor, typename Function>
 void PostUntracked(const Executor& tracked, Function function) {
   if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
