@@ -68,8 +68,7 @@ asio::awaitable<int> Main() {
   const int stopped_after = co_await StepsUntilStopAtStepTwo();
   const int trained = co_await TrainingStepsUntilMaxStepsThree();
   const bool right = closed.ok() && sum == 18.0f && hook->steps == 3 &&
-                     hook->last_y == 9.0f && stopped_after == 2 &&
-                     trained == 3;
+                     hook->last_y == 9.0f && stopped_after == 2 && trained == 3;
   std::printf(
       "consumer: sum=%g steps=%d last_y=%g closed=%s stopped_after=%d "
       "trained=%d: %s\n",
