@@ -199,16 +199,15 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (Step& step : plan->steps_) {
     absl::InlinedVector<int, 4> release, drop, dead;
     const absl::Span<const int> input_slots = plan->InputSlots(step);
-    for (size_t i = 0; i < input_slots.size() && i < 16; ++i) {
+    for (size_t i = 0; i < input_slots.size(); ++i) {
       const int in = input_slots[i];
-      if (readers[in] == 1 && !fetched[in]) {
+      const bool only_reader = readers[in] == 1 && !fetched[in];
+      if (only_reader && i < 16) {
         step.exclusive_inputs |= static_cast<uint16_t>(1u << i);
       }
-    }
-    for (int in : input_slots) {
       if (big[in]) {
         release.push_back(in);
-      } else if (readers[in] == 1 && !fetched[in]) {
+      } else if (only_reader) {
         drop.push_back(in);
       }
     }
