@@ -288,13 +288,16 @@ class MonitoredSession {
   Session& raw_session();
   int recoveries() const;
 
+  // Where Create completes for a handler without an executor of its own:
+  // options.executor, else a strand of options.runtime's pool (a new strand
+  // each call).
+  static boost::asio::any_io_executor DefaultExecutor(
+      const MonitoredSessionOptions& options);
+
  private:
   struct Impl;
   MonitoredSession(std::shared_ptr<Impl> impl,
                    boost::asio::any_io_executor executor);
-
-  static boost::asio::any_io_executor DefaultExecutor(
-      const MonitoredSessionOptions& options);
   static void StartCreate(Graph* graph, Hooks hooks,
                           std::shared_ptr<SessionCreator> creator,
                           MonitoredSessionOptions options,

@@ -1,9 +1,6 @@
 #include "cosession/training/monitored_training_session.h"
 
-#include <boost/asio/strand.hpp>
-
 #include "absl/strings/str_cat.h"
-#include "cosession/async/runtime.h"
 #include "cosession/graph/status.h"
 #include "cosession/hooks/checkpoint_saver_hook.h"
 #include "cosession/hooks/step_counter_hook.h"
@@ -130,14 +127,4 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
   return setup;
 }
 
-namespace detail {
-
-boost::asio::any_io_executor SetUpErrorExecutor(
-    const MonitoredSessionOptions& options) {
-  if (options.executor.has_value()) return *options.executor;
-  Runtime& runtime = options.runtime ? *options.runtime : Runtime::Default();
-  return boost::asio::make_strand(runtime.executor());
-}
-
-}  // namespace detail
 }  // namespace cosession

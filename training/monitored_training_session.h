@@ -104,14 +104,6 @@ struct MonitoredTrainingSessionSetup {
 absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
     Graph& graph, MonitoredTrainingSessionOptions options);
 
-namespace detail {
-// Where an error of the set-up is delivered to a handler without an
-// executor of its own: MonitoredSession::Create's default (a strand of the
-// options' executor or Runtime).
-boost::asio::any_io_executor SetUpErrorExecutor(
-    const MonitoredSessionOptions& options);
-}  // namespace detail
-
 // Sets up as above, on the calling thread (it adds ops to `graph`), and
 // creates the MonitoredSession. Completion signature:
 // void(MonitoredSession::CreateResult), as MonitoredSession::Create: bad
@@ -124,11 +116,13 @@ auto MonitoredTrainingSession(Graph& graph,
   return boost::asio::async_initiate<CompletionToken,
                                      void(MonitoredSession::CreateResult)>(
       [](auto handler, Graph* graph, MonitoredTrainingSessionOptions options) {
-        auto executor = boost::asio::get_associated_executor(
-            handler, detail::SetUpErrorExecutor(options.session));
+        const MonitoredSessionOptions session_options = options.session;
         absl::StatusOr<MonitoredTrainingSessionSetup> setup =
             SetUpMonitoredTrainingSession(*graph, std::move(options));
         if (!setup.ok()) {
+          // Through the executor Create would have completed on.
+          auto executor = boost::asio::get_associated_executor(
+              handler, MonitoredSession::DefaultExecutor(session_options));
           PostToHandler<MonitoredSession::CreateResult>(
               boost::asio::bind_executor(std::move(executor),
                                          std::move(handler)),
