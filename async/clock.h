@@ -1,9 +1,15 @@
 // Clock: where hooks and timers read the time, so tests can drive time by
 // hand.
 //
-// SystemClock() is the real clock (absl::Now()). ManualClock is a test clock
-// that moves only when told to. Thread safety: Now() may be called from any
-// thread; ManualClock::Advance/Set are atomic with respect to Now().
+// SystemClock() is the real clock: Now() reads CLOCK_REALTIME, NowCoarse()
+// CLOCK_REALTIME_COARSE (the time of the kernel's last tick: it lags Now()
+// by up to the tick, 4 ms on these machines, and costs a fraction of it --
+// measured here 6 ns against 24 ns, and absl::Now() 50 ns). NowCoarse is for
+// checks made every step against periods of a second or more (a
+// SecondOrStepTimer's every_secs). ManualClock is a test clock that moves
+// only when told to; for it, as for any clock that does not override it,
+// NowCoarse() is Now(). Thread safety: Now() and NowCoarse() may be called
+// from any thread; ManualClock::Advance/Set are atomic with respect to them.
 #ifndef COSESSION_ASYNC_CLOCK_H_
 #define COSESSION_ASYNC_CLOCK_H_
 
@@ -19,6 +25,9 @@ class Clock {
  public:
   virtual ~Clock() = default;
   virtual absl::Time Now() const = 0;
+  // Never later than Now(); earlier by at most the clock's coarse
+  // resolution.
+  virtual absl::Time NowCoarse() const { return Now(); }
 };
 
 // The process-wide real clock; never destroyed.

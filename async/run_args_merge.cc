@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -9,11 +10,18 @@
 
 namespace cosession {
 
-void MergedRunArgs::HookResults(absl::Span<const Tensor> values, size_t h,
-                                std::vector<Tensor>& out) const {
+void MergedRunArgs::TakeHookResults(absl::Span<Tensor> values, size_t h,
+                                    std::vector<Tensor>& out) const {
   out.clear();
   const auto [begin, end] = hook_fetches[h];
-  for (size_t i = begin; i < end; ++i) out.push_back(values[fetch_index[i]]);
+  for (size_t i = begin; i < end; ++i) {
+    Tensor& value = values[fetch_index[i]];
+    if (sole_owner[i]) {
+      out.push_back(std::move(value));
+    } else {
+      out.push_back(value);
+    }
+  }
 }
 
 namespace {
@@ -91,7 +99,29 @@ bool SameOnlyFetchesMerge(const RunArgs& caller,
   return true;
 }
 
-// Fills merged.same_results_as from merged.hook_fetches and fetch_index.
+// Fills merged.sole_owner from fetch_index and same_results_as: a result
+// is its hook's alone when it is not the caller's and it appears once among
+// the entries of the hooks that get results of their own.
+void NoteResultsWithOneOwner(MergedRunArgs& merged) {
+  const size_t n = merged.hook_fetches.size();
+  size_t positions = 0;
+  for (size_t pos : merged.fetch_index)
+    positions = std::max(positions, pos + 1);
+  std::vector<int> owners(positions, 0);
+  for (size_t h = 0; h < n; ++h) {
+    if (merged.same_results_as[h] != h) continue;
+    const auto [begin, end] = merged.hook_fetches[h];
+    for (size_t i = begin; i < end; ++i) ++owners[merged.fetch_index[i]];
+  }
+  merged.sole_owner.assign(merged.fetch_index.size(), 0);
+  for (size_t i = 0; i < merged.fetch_index.size(); ++i) {
+    const size_t pos = merged.fetch_index[i];
+    merged.sole_owner[i] = pos >= merged.caller_fetches && owners[pos] == 1;
+  }
+}
+
+// Fills merged.same_results_as from merged.hook_fetches and fetch_index,
+// then merged.sole_owner.
 void NoteHooksWithTheSameResults(MergedRunArgs& merged) {
   const size_t n = merged.hook_fetches.size();
   merged.same_results_as.resize(n);
@@ -107,6 +137,7 @@ void NoteHooksWithTheSameResults(MergedRunArgs& merged) {
       merged.same_results_as[h] = merged.same_results_as[h - 1];
     }
   }
+  NoteResultsWithOneOwner(merged);
 }
 
 }  // namespace

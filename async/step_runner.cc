@@ -163,7 +163,8 @@ void StepRunner::PrepareHookValues(size_t n, bool merged,
       continue;
     }
     SessionRunValues& own = own_values_[h];
-    merged_.HookResults(outputs.values, h, own.results);
+    // The hooks' own results are dropped after AfterRun: handed on.
+    merged_.TakeHookResults(absl::MakeSpan(outputs.values), h, own.results);
     own.options = options;
     if (traced || !own.run_metadata.step_stats.node_stats.empty()) {
       own.run_metadata = common_values_.run_metadata;

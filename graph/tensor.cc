@@ -162,8 +162,14 @@ Tensor Tensor::Reshaped(TensorShape shape) const {
 
 Tensor Tensor::Clone() const {
   if (!IsInitialized()) return *this;
-  Tensor t = Allocate(dtype_, shape_);
-  if (TotalBytes() > 0) std::memcpy(t.raw_data(), raw_data(), TotalBytes());
+  // This tensor's shape and size were checked when it was made: no second
+  // validation (a variable read in the step that updates it is cloned per
+  // step, BM_Step_DefaultHooks's global step).
+  Tensor t(dtype_, shape_, num_elements_);
+  if (const size_t bytes = TotalBytes(); bytes > 0) {
+    t.buffer_ = detail::TensorBuffer::Allocate(bytes);
+    std::memcpy(t.buffer_->data(), buffer_->data(), bytes);
+  }
   return t;
 }
 

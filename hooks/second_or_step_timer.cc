@@ -27,7 +27,9 @@ absl::StatusOr<SecondOrStepTimer> SecondOrStepTimer::Create(
 bool SecondOrStepTimer::ShouldTriggerForStep(int64_t step) const {
   if (!last_triggered_step_) return true;
   if (*last_triggered_step_ == step) return false;
-  if (every_secs_ && clock_->Now() >= last_triggered_time_ + *every_secs_) {
+  // Asked every step: the coarse clock (async/clock.h), which can only
+  // make a trigger late by its resolution, milliseconds against seconds.
+  if (every_secs_ && clock_->NowCoarse() >= due_time_) {
     return true;
   }
   if (every_steps_ && step >= *last_triggered_step_ + *every_steps_) {
@@ -45,6 +47,7 @@ SecondOrStepTimer::UpdateLastTriggeredStep(int64_t step) {
   }
   last_triggered_step_ = step;
   last_triggered_time_ = now;
+  if (every_secs_) due_time_ = now + *every_secs_;
   return elapsed;
 }
 

@@ -11,6 +11,10 @@
 // ShouldTriggerForStep() only asks; UpdateLastTriggeredStep(step) records a
 // trigger and returns the seconds and steps elapsed since the previous one
 // (none for the first). Exactly one of every_secs / every_steps is set.
+// Asked every step, ShouldTriggerForStep reads the clock's NowCoarse()
+// (async/clock.h): with the system clock an every_secs trigger may come a
+// few milliseconds late, never early; the elapsed time a trigger records
+// is read with Now().
 //
 // Thread safety: none; a timer belongs to one hook, whose methods a session
 // never calls concurrently.
@@ -59,6 +63,9 @@ class SecondOrStepTimer {
   Clock* clock_;
   std::optional<int64_t> last_triggered_step_;
   absl::Time last_triggered_time_;
+  // last_triggered_time_ + every_secs_, kept so that the check made every
+  // step is a comparison (absl's Time + Duration is an out-of-line call).
+  absl::Time due_time_ = absl::InfiniteFuture();
 };
 
 }  // namespace cosession

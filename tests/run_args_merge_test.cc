@@ -55,7 +55,7 @@ std::vector<float> HookValues(const Tensors& t, const MergedRunArgs& merged,
                               const RunArgs& caller, size_t h) {
   std::vector<Tensor> values = ValuesOf(t, merged, caller);
   std::vector<Tensor> mine;
-  merged.HookResults(values, h, mine);
+  merged.TakeHookResults(absl::MakeSpan(values), h, mine);
   std::vector<float> floats;
   for (const Tensor& v : mine) floats.push_back(v.scalar<float>());
   return floats;
@@ -190,6 +190,47 @@ TEST(MergeRunArgs, HooksAskingForTheSameFetchesShareOneCopyOfTheResults) {
     for (size_t h = 0; h < hooks.size(); ++h) {
       EXPECT_EQ(HookValues(t, merged, caller, h),
                 HookValues(t, merged, caller, merged.same_results_as[h]));
+    }
+  }
+}
+
+TEST(MergeRunArgs, AResultOnlyOneHookGetsIsMovedToItTheOthersAreCopied) {
+  Tensors t;
+  RunArgs caller{.fetches = {t.outs[0], t.outs[2]}};
+  std::vector<RunArgs> hooks(5);
+  hooks[0].fetches = {t.outs[1]};             // also hook 1's
+  hooks[1].fetches = {t.outs[1], t.outs[2]};  // outs[2]: also the caller's
+  hooks[2].fetches = {t.outs[3]};             // its own
+  hooks[3].fetches = {t.outs[3]};             // as hook 2: shares its copy
+  hooks[4].fetches = {t.outs[4], t.outs[4]};  // the same twice
+  for (const bool only_fetches : {true, false}) {
+    SCOPED_TRACE(only_fetches ? "only fetches"
+                              : "the caller asks for a target");
+    RunArgs asked_by_caller = caller;
+    if (!only_fetches) asked_by_caller.targets = {t.op};
+    std::vector<RunArgs> asked = hooks;
+    MergedRunArgs merged;
+    ASSERT_TRUE(
+        MergeRunArgs(t.g, asked_by_caller, absl::MakeSpan(asked), merged).ok());
+    std::vector<Tensor> values = ValuesOf(t, merged, asked_by_caller);
+    std::vector<std::vector<float>> got(hooks.size());
+    for (size_t h = 0; h < hooks.size(); ++h) {
+      if (merged.same_results_as[h] != h) continue;
+      std::vector<Tensor> mine;
+      merged.TakeHookResults(absl::MakeSpan(values), h, mine);
+      for (const Tensor& v : mine) got[h].push_back(v.scalar<float>());
+    }
+    EXPECT_EQ(got[0], (std::vector<float>{1}));
+    EXPECT_EQ(got[1], (std::vector<float>{1, 2}));
+    EXPECT_EQ(got[2], (std::vector<float>{3}));
+    EXPECT_EQ(merged.same_results_as[3], 2u);
+    EXPECT_EQ(got[4], (std::vector<float>{4, 4}));
+    // Which values are left: the caller's, and those two hooks got (or one
+    // hook twice); outs[3] was moved to hook 2 (hook 3 reads hook 2's).
+    ASSERT_EQ(values.size(), 5u);  // outs 0, 2, then 1, 3, 4
+    for (size_t i = 0; i < values.size(); ++i) {
+      const bool moved = (i == 3);
+      EXPECT_EQ(values[i].IsInitialized(), !moved) << "value " << i;
     }
   }
 }

@@ -72,5 +72,40 @@ TEST(SecondOrStepTimer, ResetMakesTheNextStepTrigger) {
   EXPECT_FALSE(timer->last_triggered_step().has_value());
 }
 
+// A clock whose coarse reading lags its precise one by a set amount, as the
+// system clock's does by up to a tick.
+class LaggingCoarseClock : public ManualClock {
+ public:
+  absl::Time NowCoarse() const override { return Now() - lag; }
+  absl::Duration lag = absl::ZeroDuration();
+};
+
+TEST(SecondOrStepTimer, EverySecsAsksTheCoarseClockAndRecordsThePreciseOne) {
+  LaggingCoarseClock clock;
+  auto timer = SecondOrStepTimer::Create(absl::Seconds(1), std::nullopt, clock);
+  ASSERT_TRUE(timer.ok());
+  timer->UpdateLastTriggeredStep(1);
+  clock.Advance(absl::Seconds(1));
+  clock.lag = absl::Milliseconds(4);
+  // The period has passed by Now(), not yet by NowCoarse(): late, not early.
+  EXPECT_FALSE(timer->ShouldTriggerForStep(2));
+  clock.lag = absl::ZeroDuration();
+  EXPECT_TRUE(timer->ShouldTriggerForStep(2));
+  clock.lag = absl::Milliseconds(4);
+  auto elapsed = timer->UpdateLastTriggeredStep(2);
+  ASSERT_TRUE(elapsed.has_value());
+  EXPECT_EQ(elapsed->time, absl::Seconds(1));  // measured with Now()
+}
+
+TEST(SystemClock, TheCoarseReadingIsNeverAheadAndLagsLessThanASecond) {
+  Clock& clock = SystemClock();
+  for (int i = 0; i < 1000; ++i) {
+    const absl::Time coarse = clock.NowCoarse();
+    const absl::Time precise = clock.Now();
+    ASSERT_LE(coarse, precise) << "reading " << i;
+    ASSERT_LT(precise - coarse, absl::Seconds(1)) << "reading " << i;
+  }
+}
+
 }  // namespace
 }  // namespace cosession::second_or_step_timer_test
