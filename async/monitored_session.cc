@@ -222,10 +222,13 @@ struct MonitoredSession::Impl {
   }
 
   // Whether a Run can go through RunInline: no hook it calls may suspend
-  // in this step, and no recovery is due.
-  bool CanRunInline(RunMode mode) {
-    return !needs_recreate && !HoldsRecoverableError(step_coord()) &&
-           runner.PlanStep(mode) == 0;
+  // in this step, and no recovery is due. `planned` tells whether the step
+  // was planned (the hooks asked) to find out.
+  bool CanRunInline(RunMode mode, bool& planned) {
+    planned = false;
+    if (needs_recreate || HoldsRecoverableError(step_coord())) return false;
+    planned = true;
+    return runner.PlanStep(mode) == 0;
   }
 
   // The inline path's step state for a step on `executor`, registered in
@@ -419,19 +422,25 @@ void MonitoredSession::StopForCancellation(Impl& impl) {
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
-    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode, int first_attempt) {
+    std::shared_ptr<Impl> impl, RunArgs args, RunMode mode, int first_attempt,
+    bool planned) {
   // Errors are statuses here: a cancelled wait must not skip the
   // bookkeeping below (docs/async_pitfalls.md, 2).
   co_await asio::this_coro::throw_if_cancelled(false);
   if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
   if (IsRecoverable(impl->coord().status())) impl->needs_recreate = true;
   for (int attempts = first_attempt;; ++attempts) {
+    // A session re-created (hooks told AfterCreateSession) asks again.
+    if (impl->needs_recreate) planned = false;
     if (absl::Status s = co_await impl->RecoverIfNeeded(impl); !s.ok()) {
       co_return s;
     }
     std::string stop_reason;
-    RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
-                                                 nullptr, &stop_reason);
+    RunResult result = co_await impl->runner.Run(
+        *impl->session, args, mode,
+        planned ? StepRunner::Planned::kYes : StepRunner::Planned::kNo,
+        /*inline_step=*/nullptr, &stop_reason);
+    planned = false;  // a retry is a step of its own
     if (!result.ok()) {
       absl::Status s = impl->CauseOf(result.status());
       if (IsRecoverable(s) && impl->HasRecoveryBudget(attempts)) {
@@ -447,35 +456,39 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunCoroutine(
 asio::awaitable<MonitoredSession::RunResult>
 MonitoredSession::RunCoroutineAsOperation(std::shared_ptr<Impl> impl,
                                           RunArgs args, RunMode mode,
-                                          int first_attempt) {
+                                          int first_attempt, bool planned) {
   // Named, not a temporary inside the co_await (docs/async_pitfalls.md, 4).
   auto initiation = [impl](auto handler, RunArgs args, RunMode mode,
-                           int first_attempt) {
+                           int first_attempt, bool planned) {
     auto slot = asio::get_associated_cancellation_slot(handler);
     auto executor = asio::get_associated_executor(handler);
     StartStep<RunResult>(
-        impl, RunCoroutine(impl, std::move(args), mode, first_attempt), slot,
-        executor,
+        impl, RunCoroutine(impl, std::move(args), mode, first_attempt, planned),
+        slot, executor,
         PostToHandler<RunResult>(std::move(handler),
                                  [](RunResult r) { return r; }),
         "Run");
   };
   co_return co_await asio::async_initiate<const asio::use_awaitable_t<>&,
                                           void(RunResult)>(
-      initiation, asio::use_awaitable, std::move(args), mode, first_attempt);
+      initiation, asio::use_awaitable, std::move(args), mode, first_attempt,
+      planned);
 }
 
 asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
     std::shared_ptr<Impl> impl, RunArgs args, RunMode mode) {
-  if (!impl->CanRunInline(mode)) {
-    co_return co_await RunCoroutineAsOperation(impl, std::move(args), mode, 0);
+  bool planned;
+  if (!impl->CanRunInline(mode, planned)) {
+    co_return co_await RunCoroutineAsOperation(impl, std::move(args), mode, 0,
+                                               planned);
   }
   if (absl::Status s = impl->CheckCanRun(); !s.ok()) co_return s;
   InlineStep* step =
       impl->InlineStepOn(co_await asio::this_coro::executor, impl);
   std::string stop_reason;
   RunResult result =
-      co_await impl->runner.Run(*impl->session, args, mode, step, &stop_reason);
+      co_await impl->runner.Run(*impl->session, args, mode,
+                                StepRunner::Planned::kYes, step, &stop_reason);
   step->finished = true;
   step->signal.slot().clear();  // releases the finished run
   if (IsCancelled(co_await asio::this_coro::cancellation_state)) {
@@ -487,8 +500,8 @@ asio::awaitable<MonitoredSession::RunResult> MonitoredSession::RunInline(
     if (IsRecoverable(s) && impl->HasRecoveryBudget(0)) {
       // Recovery awaits hooks that may suspend: the spawned path does it.
       impl->needs_recreate = true;
-      co_return co_await RunCoroutineAsOperation(impl, std::move(args), mode,
-                                                 1);
+      co_return co_await RunCoroutineAsOperation(impl, std::move(args), mode, 1,
+                                                 /*planned=*/false);
     }
     result = std::move(s);
   }
@@ -499,8 +512,9 @@ asio::awaitable<MonitoredSession::RunResult>
 MonitoredSession::RunWithHooksInline(std::shared_ptr<Impl> impl, RunArgs args,
                                      RunMode mode) {
   std::string stop_reason;
-  RunResult result = co_await impl->runner.Run(*impl->session, args, mode,
-                                               nullptr, &stop_reason);
+  RunResult result = co_await impl->runner.Run(
+      *impl->session, args, mode, StepRunner::Planned::kNo,
+      /*inline_step=*/nullptr, &stop_reason);
   if (!result.ok() && IsRecoverable(result.status())) {
     impl->needs_recreate = true;
   }

@@ -202,7 +202,8 @@ class MonitoredSession {
           auto executor =
               boost::asio::get_associated_executor(handler, executor_);
           StartStep<RunResult>(impl_,
-                               RunCoroutine(impl_, std::move(args), mode, 0),
+                               RunCoroutine(impl_, std::move(args), mode, 0,
+                                            /*planned=*/false),
                                slot, executor,
                                PostToHandler<RunResult>(
                                    std::move(handler),
@@ -330,15 +331,19 @@ class MonitoredSession {
   static void StopForCancellation(Impl& impl);
 
   // Run's step, with the recovery attempts counted from first_attempt.
+  // `planned`: the step was planned (StepRunner::PlanStep) just before, by
+  // RunInline finding a hook that may suspend; its first attempt keeps that
+  // plan unless the session is re-created first, so that a hook is asked
+  // once per step (SessionRunHook::MaySuspendInNextStep).
   static boost::asio::awaitable<RunResult> RunCoroutine(
-      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
-      int first_attempt);
+      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode, int first_attempt,
+      bool planned);
   // RunCoroutine as an operation of its own, on the awaiting coroutine's
   // executor and cancelled through its slot: Run(args, token) for the
   // awaiting coroutine.
   static boost::asio::awaitable<RunResult> RunCoroutineAsOperation(
-      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode,
-      int first_attempt);
+      std::shared_ptr<Impl> impl, RunArgs args, RunMode mode, int first_attempt,
+      bool planned);
   static boost::asio::awaitable<RunResult> RunInline(std::shared_ptr<Impl> impl,
                                                      RunArgs args,
                                                      RunMode mode);

@@ -72,6 +72,7 @@ int StepRunner::PlanStep(RunMode mode) {
     may_suspend_[h] = hooks[h]->MaySuspendInNextStep() ? 1 : 0;
     suspending += may_suspend_[h];
   }
+  planned_suspending_ = suspending;
   return suspending;
 }
 
@@ -215,7 +216,7 @@ asio::awaitable<absl::StatusOr<RunOutputs>> StepRunner::RunGraph(
 }
 
 asio::awaitable<StepRunner::RunResult> StepRunner::Run(
-    Session& session, const RunArgs& args, RunMode mode,
+    Session& session, const RunArgs& args, RunMode mode, Planned planned,
     InlineStep* inline_step, std::string* stop_reason) {
   const HooksOfMode& mode_hooks = ForMode(mode);
   const Hooks& hooks = mode_hooks.hooks;
@@ -240,9 +241,7 @@ asio::awaitable<StepRunner::RunResult> StepRunner::Run(
     awaiter_throws = co_await asio::this_coro::throw_if_cancelled();
     context.emplace(args, session);
     const int suspending =
-        inline_step != nullptr
-            ? 0
-            : PlanStep(mode);  // an inline step was planned by its caller
+        planned == Planned::kYes ? planned_suspending_ : PlanStep(mode);
     together = concurrency_ == HookConcurrency::kConcurrent && suspending >= 2;
     hook_args_.resize(n);
     for (RunArgs& asked : hook_args_) ClearRunArgs(asked);

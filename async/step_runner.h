@@ -92,18 +92,25 @@ class StepRunner {
 
   const Hooks& hooks(RunMode mode) const { return ForMode(mode).hooks; }
   // Asks each hook of `mode` whether it may suspend in the coming step
-  // (SessionRunHook::MaySuspendInNextStep, once per step) and returns how
-  // many may. The step that follows uses these answers.
+  // (SessionRunHook::MaySuspendInNextStep) and returns how many may. The
+  // step that follows uses these answers: a caller that plans a step
+  // passes Planned::kYes to its Run, so that each hook is asked once per
+  // step.
   int PlanStep(RunMode mode);
 
+  enum class Planned {
+    kNo,   // Run asks the hooks
+    kYes,  // PlanStep(mode) was called for this step, right before
+  };
   // One step: the caller's values, or the step's error. An inline step
-  // (`inline_step` set) was planned by PlanStep just before, with no hook
-  // that may suspend; any other step is planned here. When a hook asked
-  // the session to stop (the step still finished), *stop_reason is set to
-  // the reason it gave, or one naming the first hook that asked. `session`,
-  // `args` and `stop_reason` live in the awaiting frame.
+  // (`inline_step` set) was planned (Planned::kYes) with no hook that may
+  // suspend. When a hook asked the session to stop (the step still
+  // finished), *stop_reason is set to the reason it gave, or one naming
+  // the first hook that asked. `session`, `args` and `stop_reason` live in
+  // the awaiting frame.
   boost::asio::awaitable<RunResult> Run(Session& session, const RunArgs& args,
-                                        RunMode mode, InlineStep* inline_step,
+                                        RunMode mode, Planned planned,
+                                        InlineStep* inline_step,
                                         std::string* stop_reason);
 
  private:
@@ -155,7 +162,8 @@ class StepRunner {
   // Buffers reused from step to step: each hook's arguments (a sync hook
   // writes into its own), the plan, the merge, each hook's values.
   std::vector<RunArgs> hook_args_;
-  std::vector<char> may_suspend_;
+  std::vector<char> may_suspend_;  // the plan: PlanStep's answers
+  int planned_suspending_ = 0;     // how many of them are true
   MergedRunArgs merged_;
   SessionRunValues common_values_;  // of the hooks that fetched nothing
   std::vector<SessionRunValues> own_values_;

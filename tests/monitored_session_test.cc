@@ -49,7 +49,9 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -1380,6 +1382,55 @@ CO_TEST(SyncSessionRunHook, ItsAwaitableFormsCallTheSyncOnes) {
   hook->before_run_error = absl::InternalError("broken");
   auto failed = co_await base.BeforeRun(context);
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kInternal);
+}
+
+// A hook that may suspend only in the steps listed (1 = the first), and
+// counts how often it is asked (SessionRunHook::MaySuspendInNextStep).
+class AskedOncePerStepHook : public SessionRunHook {
+ public:
+  explicit AskedOncePerStepHook(std::set<int> suspending)
+      : suspending_(std::move(suspending)) {}
+  bool MaySuspendInNextStep() const override {
+    ++asks;
+    return suspending_.contains(steps + 1);
+  }
+  asio::awaitable<absl::StatusOr<SessionRunArgs>> BeforeRun(
+      SessionRunContext&) override {
+    ++steps;
+    if (suspending_.contains(steps)) {  // a real suspension
+      co_await asio::post(co_await asio::this_coro::executor,
+                          asio::use_awaitable);
+    }
+    co_return SessionRunArgs{};
+  }
+  mutable int asks = 0;
+  int steps = 0;
+
+ private:
+  std::set<int> suspending_;
+};
+
+// "Asked once per step, just before the step calls this hook's BeforeRun":
+// also for a step that use_awaitable's inline path hands to a coroutine of
+// its own because a hook may suspend in it (it was asked twice there).
+CO_TEST(MonitoredSession, AHookIsAskedWhetherItMaySuspendOncePerStep) {
+  CounterGraph graph;
+  auto hook = std::make_shared<AskedOncePerStepHook>(std::set<int>{2, 3});
+  auto ms = co_await CreateOrFail(graph.g, HookList(hook), TestOptions());
+  CO_ASSERT_TRUE(ms != nullptr);
+  for (int step = 1; step <= 4; ++step) {
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Increment(), asio::use_awaitable)).status());
+    EXPECT_EQ(hook->steps, step);
+    EXPECT_EQ(hook->asks, step) << "after step " << step;
+  }
+  // Any other token (here as_tuple) runs the step as a coroutine of its
+  // own, which asks once too.
+  std::tuple<MonitoredSession::RunResult> done =
+      co_await ms->Run(graph.Increment(), asio::as_tuple(asio::use_awaitable));
+  CO_ASSERT_OK(std::get<0>(done).status());
+  EXPECT_EQ(hook->asks, 5);
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
 }
 
 }  // namespace
