@@ -80,12 +80,26 @@ Tensor::Tensor(DType dtype, TensorShape shape)
 
 Tensor::Tensor(DType dtype, TensorShape shape, bool zero_fill)
     : dtype_(dtype), shape_(std::move(shape)) {
-  if (!shape_.IsFullyDefined()) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "A tensor needs a fully defined shape, got ", shape_.DebugString())));
+  // One pass for the usual shape (known, each dimension >= 0, a product
+  // that fits): a tensor is made per op output. Anything else takes the
+  // checks below, which name what is wrong.
+  int64_t n = 1;
+  bool usual = !shape_.unknown_rank();
+  for (int64_t d : shape_.dim_sizes()) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) {
+      usual = false;
+      break;
+    }
   }
-  ThrowIfError(shape_.Validate());
-  num_elements_ = shape_.num_elements();
+  if (!usual) {
+    if (!shape_.IsFullyDefined()) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "A tensor needs a fully defined shape, got ", shape_.DebugString())));
+    }
+    ThrowIfError(shape_.Validate());
+    n = shape_.num_elements();  // not reached: one of the two threw
+  }
+  num_elements_ = n;
   if (TooManyBytes(num_elements_, dtype_)) {
     throw StatusError(absl::InvalidArgumentError(absl::StrCat(
         "A tensor of shape ", shape_.DebugString(), " is too large")));

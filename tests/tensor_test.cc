@@ -426,5 +426,35 @@ TEST(Tensor, SnapshotReadFromAVariableIsUnchangedByALaterAssignAdd) {
   EXPECT_FALSE((*before)[0].SharesBufferWith((*after)[0]));
 }
 
+// What making a tensor of `shape` throws ("" when it succeeds).
+std::string ErrorMaking(const TensorShape& shape, DType dtype = DType::kFloat) {
+  try {
+    Tensor t(dtype, shape);
+    return "";
+  } catch (const StatusError& e) {
+    EXPECT_EQ(e.status().code(), absl::StatusCode::kInvalidArgument);
+    return std::string(e.status().message());
+  }
+}
+
+TEST(Tensor, AShapeThatIsNotAUsualOneIsRefusedNamingWhatIsWrong) {
+  constexpr int64_t kBig = int64_t{1} << 40;
+  EXPECT_EQ(ErrorMaking(TensorShape{2, -1}),
+            "A tensor needs a fully defined shape, got [2,?]");
+  EXPECT_EQ(ErrorMaking(TensorShape::Unknown()),
+            "A tensor needs a fully defined shape, got <unknown>");
+  EXPECT_TRUE(absl::StrContains(ErrorMaking(TensorShape{3, -5}),
+                                "fully defined shape"));
+  EXPECT_EQ(ErrorMaking(TensorShape{kBig, kBig}),
+            "Shape [1099511627776,1099511627776] has too many elements");
+  EXPECT_TRUE(absl::StrContains(ErrorMaking(TensorShape{kBig, 1 << 10}),
+                                "is too large"));
+  // Usual shapes, zero elements included.
+  EXPECT_EQ(ErrorMaking(TensorShape{0, kBig}), "");
+  EXPECT_EQ(Tensor(DType::kFloat, TensorShape{0, kBig}).NumElements(), 0);
+  EXPECT_EQ(Tensor(DType::kInt64, TensorShape{3, 1, 4}).NumElements(), 12);
+  EXPECT_EQ(Tensor(DType::kInt64, TensorShape{}).NumElements(), 1);
+}
+
 }  // namespace
 }  // namespace cosession::tensor_test
