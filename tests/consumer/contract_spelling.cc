@@ -3,7 +3,9 @@
 // "cosession/<layer>/..." (main.cc's spelling; both appear below, as in a
 // program whose files were written either way): a session stopped by a
 // StopAtStepHook once the global step reached 2, and one made by the
-// MonitoredTrainingSession factory ("training/...", spelled the same way).
+// MonitoredTrainingSession factory, which the contract lists in
+// "async/monitored_session.h" (no other header of cosession's is included
+// for it).
 #include "contract_spelling.h"
 
 #include <boost/asio/use_awaitable.hpp>
@@ -18,7 +20,6 @@
 #include "graph/ops.h"
 #include "graph/tensor.h"
 #include "hooks/stop_at_step_hook.h"
-#include "training/monitored_training_session.h"
 
 namespace asio = boost::asio;
 using namespace cosession;
