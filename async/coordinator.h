@@ -93,6 +93,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/functional/any_invocable.h"
@@ -168,6 +170,23 @@ class Coordinator {
   // `interval`, until a stop; an error (or exception) from `fn` requests stop.
   void Loop(std::string name, std::chrono::nanoseconds interval,
             std::function<absl::Status()> fn);
+  // The same for a `fn` that returns nothing (as LooperThread's target):
+  // only an exception from it requests stop.
+  template <typename Fn>
+  requires std::is_void_v<std::invoke_result_t<Fn&>>
+  void Loop(std::string name, std::chrono::nanoseconds interval, Fn fn) {
+    Loop(std::move(name), interval,
+         std::function<absl::Status()>([fn = std::move(fn)]() mutable {
+           fn();
+           return absl::OkStatus();
+         }));
+  }
+  // Either, unnamed (the public contract's Loop(interval, fn)): its task is
+  // named "Loop" in errors and reports.
+  template <typename Fn>
+  void Loop(std::chrono::nanoseconds interval, Fn&& fn) {
+    Loop("Loop", interval, std::forward<Fn>(fn));
+  }
 
   // A registered plain thread; "running" until Done() or destruction.
   class ThreadRegistration {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "tests/co_test.h"
 
 namespace cosession::coordinator_test {
@@ -655,6 +656,29 @@ CO_TEST(CoordinatorLoop, StopCancelsTheWaitBetweenCalls) {
   absl::Status status = co_await coord.Join(kBound, asio::use_awaitable);
   EXPECT_TRUE(status.ok()) << status;
   EXPECT_EQ(count, 1);
+}
+
+// The public contract's spelling, Loop(interval, fn), and a fn that
+// returns nothing (TensorFlow's LooperThread target): both loop until a
+// stop; an exception from a void fn is the stop's error, naming the task.
+CO_TEST(CoordinatorLoop, TakesTheContractsUnnamedFormAndAVoidFunction) {
+  Coordinator coord(co_test::Io().get_executor());
+  int unnamed = 0;
+  int returning_nothing = 0;
+  coord.Loop(1ms, [&] {
+    ++unnamed;
+    return absl::OkStatus();
+  });
+  coord.Loop("void", 1ms, [&] {
+    if (++returning_nothing == 3) throw std::runtime_error("third tick");
+  });
+  absl::Status status = co_await coord.Join(kBound, asio::use_awaitable);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_TRUE(
+      absl::StrContains(status.message(), "task 'void' threw: third tick"))
+      << status;
+  EXPECT_EQ(returning_nothing, 3);
+  EXPECT_GE(unnamed, 1);
 }
 
 }  // namespace
