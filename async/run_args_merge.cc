@@ -105,8 +105,9 @@ bool SameOnlyFetchesMerge(const RunArgs& caller,
 void NoteResultsWithOneOwner(MergedRunArgs& merged) {
   const size_t n = merged.hook_fetches.size();
   size_t positions = 0;
-  for (size_t pos : merged.fetch_index)
+  for (size_t pos : merged.fetch_index) {
     positions = std::max(positions, pos + 1);
+  }
   std::vector<int> owners(positions, 0);
   for (size_t h = 0; h < n; ++h) {
     if (merged.same_results_as[h] != h) continue;
