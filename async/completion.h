@@ -9,9 +9,9 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
 #include <boost/asio/associated_executor.hpp>
+#include <boost/asio/defer.hpp>
 #include <boost/asio/execution/outstanding_work.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
 #include <optional>
 #include <type_traits>
@@ -27,8 +27,16 @@ using TrackedIoContextExecutor = decltype(boost::asio::prefer(
     std::declval<boost::asio::io_context::executor_type>(),
     boost::asio::execution::outstanding_work.tracked));
 
-// Posts `function` through the untracked form of `tracked` (the posted
-// function is outstanding work of its context by itself). The common
+// Queues `function` through the untracked form of `tracked` (the queued
+// function is outstanding work of its context by itself), never running it
+// inline. As a continuation (asio::defer, not post): a completion is the
+// continuation of whatever completed the operation, and when that ran on a
+// thread of the handler's io_context -- a run that finished inline, on the
+// coroutine's own thread -- the io_context queues it on that thread without
+// taking its lock or touching its shared work count; from any other thread
+// defer queues as post does. Order is unchanged: the thread's queue joins
+// the context's queue, at its back, when the current handler returns. The
+// common
 // handler -- a coroutine's on an io_context, reached through
 // any_io_executor -- is posted through the io_context's own executor: the
 // type-erased executor would copy itself for each property it is asked for
@@ -38,14 +46,14 @@ template <typename Executor, typename Function>
 void PostUntracked(const Executor& tracked, Function function) {
   if constexpr (std::is_same_v<Executor, boost::asio::any_io_executor>) {
     if (const auto* io = tracked.template target<TrackedIoContextExecutor>()) {
-      boost::asio::post(
+      boost::asio::defer(
           boost::asio::prefer(
               *io, boost::asio::execution::outstanding_work.untracked),
           std::move(function));
       return;
     }
   }
-  boost::asio::post(
+  boost::asio::defer(
       boost::asio::prefer(tracked,
                           boost::asio::execution::outstanding_work.untracked),
       std::move(function));
