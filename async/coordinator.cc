@@ -436,6 +436,9 @@ Coordinator::Coordinator(asio::any_io_executor executor,
     : state_(std::make_shared<detail::CoordinatorState>(std::move(executor),
                                                         std::move(options))) {}
 
+Coordinator::Coordinator(asio::any_io_executor executor)
+    : Coordinator(std::move(executor), CoordinatorOptions()) {}
+
 Coordinator::~Coordinator() {
   state_->RemoveAllStopCallbacks();
   state_->RequestStop(absl::OkStatus(), "Coordinator destroyed").IgnoreError();

@@ -119,7 +119,11 @@ class Coordinator {
 
   // All asynchronous state lives on a strand made from `executor`.
   explicit Coordinator(boost::asio::any_io_executor executor,
-                       CoordinatorOptions options = {});
+                       CoordinatorOptions options);
+  // The default options. An overload, not a default argument, so that
+  // `Coordinator c(co_await this_coro::executor);` compiles, and runs
+  // correctly, with g++ 12 (docs/async_pitfalls.md, 9).
+  explicit Coordinator(boost::asio::any_io_executor executor);
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
   // Removes the stop callbacks and requests stop; see the file comment.

@@ -96,6 +96,18 @@ TEST(CoordinatorStop, OutOfRangeStopsWithoutAnError) {
   EXPECT_TRUE(coord.status().ok());
 }
 
+// The natural first line of a coroutine that coordinates: the executor
+// awaited in the constructor's own expression, with the default options
+// (with a defaulted options argument, g++ 12 rejected this line: see
+// Coordinator's constructors). The default clean-stop code is OutOfRange.
+CO_TEST(CoordinatorStop, IsMadeFromTheAwaitedExecutorInOneExpression) {
+  Coordinator coord(co_await asio::this_coro::executor);
+  CO_ASSERT_TRUE(coord.RequestStop(absl::OutOfRangeError("end")).ok());
+  CO_ASSERT_TRUE(coord.ShouldStop());
+  absl::Status joined = co_await coord.Join(kBound, asio::use_awaitable);
+  EXPECT_TRUE(joined.ok()) << joined;
+}
+
 TEST(CoordinatorStop, CustomCleanCodesReplaceTheDefault) {
   asio::io_context io;
   Coordinator coord(
