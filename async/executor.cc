@@ -566,8 +566,10 @@ class RunState : public std::enable_shared_from_this<RunState> {
   }
 
   // Step `s` is done (ran, failed or skipped): drop the tensors nobody
-  // reads any more, then release its successors.
-  void Finish(int s, ReadyList& ready) {
+  // reads any more, then release its successors. Inline: RunInline calls
+  // it for every op it runs, and the call cost ~45 of an op's ~500
+  // instructions in a chain of scalar adds.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE void Finish(int s, ReadyList& ready) {
     const Step& step = plan_->steps_[s];
     for (int slot : plan_->Items(step.dead_outputs)) slots_[slot] = Tensor();
     for (int in : plan_->Items(step.drop_inputs)) slots_[in] = Tensor();
