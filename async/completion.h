@@ -33,12 +33,14 @@ using TrackedIoContextExecutor = decltype(boost::asio::prefer(
 // continuation of whatever completed the operation, and when that ran on a
 // thread of the handler's io_context -- a run that finished inline, on the
 // coroutine's own thread -- the io_context queues it on that thread without
-// taking its lock or touching its shared work count; from any other thread
-// defer queues as post does. Order is unchanged: the thread's queue joins
-// the context's queue, at its back, when the current handler returns. The
-// common
-// handler -- a coroutine's on an io_context, reached through
-// any_io_executor -- is posted through the io_context's own executor: the
+// taking its lock or touching its shared work count; the thread's queue
+// joins the context's when the current handler returns. From any other
+// thread defer queues as post does. (An io_context promises no order
+// between separately queued functions either way; a strand keeps its
+// order for defer as for post.)
+//
+// The common handler -- a coroutine's on an io_context, reached through
+// any_io_executor -- is queued through the io_context's own executor: the
 // type-erased executor would copy itself for each property it is asked for
 // and reach the context through function pointers (about a third of the
 // cost of completing a trivial run).
