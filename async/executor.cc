@@ -173,6 +173,17 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (const Output& fetch : fetches) {
     plan->fetch_slots_.push_back(slot_of(fetch));
   }
+  // The last fetch of each slot takes its tensor; an earlier one of the same
+  // slot (a caller may fetch a tensor twice) gets a copy.
+  plan->fetch_takes_slot_.assign(plan->fetch_slots_.size(), 0);
+  {
+    std::vector<bool> taken(plan->num_slots_, false);
+    for (size_t f = plan->fetch_slots_.size(); f-- > 0;) {
+      const int slot = plan->fetch_slots_[f];
+      plan->fetch_takes_slot_[f] = !taken[slot];
+      taken[slot] = true;
+    }
+  }
   // Which slots may hold big tensors, from the shapes known at build time.
   std::vector<bool> big(plan->num_slots_, false);
   auto may_be_big = [](const TensorShape& shape) {
@@ -384,14 +395,22 @@ class RunState : public std::enable_shared_from_this<RunState> {
                      static_cast<size_t>(step.num_inputs));
   }
 
+  // Whether step `s` is expensive, from its cached cost estimate, when it
+  // has one: its shapes are all known at build time and a run asked before.
+  ABSL_ATTRIBUTE_ALWAYS_INLINE std::optional<bool> CachedIsExpensive(
+      const Step& step, int s) const {
+    if (!step.static_cost) return std::nullopt;
+    const int64_t known =
+        plan_->cost_cache_[s].load(std::memory_order_relaxed);
+    if (known < 0) return std::nullopt;
+    return known >= runtime_.inline_cost_threshold();
+  }
+
   bool IsExpensive(int s) {
     const Step& step = plan_->steps_[s];
     if (step.op->async_kernel) return false;  // it only starts a coroutine
-    std::atomic<int64_t>* cached =
-        step.static_cost ? &plan_->cost_cache_[s] : nullptr;
-    if (cached != nullptr) {
-      const int64_t known = cached->load(std::memory_order_relaxed);
-      if (known >= 0) return known >= runtime_.inline_cost_threshold();
+    if (std::optional<bool> cached = CachedIsExpensive(step, s)) {
+      return *cached;
     }
     int64_t cost = 0;
     if (step.op->cost == nullptr) {
@@ -406,7 +425,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
       cost = step.op->cost(ctx);
     }
     cost = std::max<int64_t>(cost, 0);
-    if (cached != nullptr) cached->store(cost, std::memory_order_relaxed);
+    if (step.static_cost) {
+      plan_->cost_cache_[s].store(cost, std::memory_order_relaxed);
+    }
     return cost >= runtime_.inline_cost_threshold();
   }
 
@@ -425,10 +446,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
   ABSL_ATTRIBUTE_ALWAYS_INLINE void Schedule(int s, ReadyList& ready,
                                              std::optional<bool>& on_pool) {
     const Step& step = plan_->steps_[s];
-    if (step.static_cost && !step.op->async_kernel) {
-      const int64_t known =
-          plan_->cost_cache_[s].load(std::memory_order_relaxed);
-      if (known >= 0 && known < runtime_.inline_cost_threshold()) {
+    if (!step.op->async_kernel) {
+      const std::optional<bool> expensive = CachedIsExpensive(step, s);
+      if (expensive.has_value() && !*expensive) {
         ready.steps.push_back(s);
         return;
       }
@@ -706,7 +726,16 @@ class RunState : public std::enable_shared_from_this<RunState> {
     if (result.ok() && !plan_->fetch_slots_.empty()) {
       std::vector<Tensor>& values = result->values;
       values.reserve(plan_->fetch_slots_.size());
-      for (int slot : plan_->fetch_slots_) values.push_back(slots_[slot]);
+      // Every op finished: nothing reads slots_ any more, so a fetched
+      // tensor is handed on without a reference count to take and drop.
+      for (size_t f = 0; f < plan_->fetch_slots_.size(); ++f) {
+        Tensor& slot = slots_[plan_->fetch_slots_[f]];
+        if (plan_->fetch_takes_slot_[f]) {
+          values.push_back(std::move(slot));
+        } else {
+          values.push_back(slot);
+        }
+      }
     }
     done(std::move(result));
   }

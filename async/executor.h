@@ -139,6 +139,9 @@ class ExecutionPlan {
   std::vector<int> slot_uses_;
   std::vector<int> roots_;  // steps without predecessors, last first
   std::vector<int> fetch_slots_;
+  // Per fetch: whether it is the last fetch of its slot (Complete moves the
+  // tensor out of the slot for it, and copies it for the others).
+  std::vector<char> fetch_takes_slot_;
   // Per step with static_cost: its cost estimate once a run asked, else -1.
   // Relaxed atomics: runs on several threads may ask at once, and all get
   // the same answer.

@@ -139,6 +139,26 @@ TEST(Executor, FetchingAFedTensorReturnsTheFeed) {
   EXPECT_EQ(value->scalar<int32_t>(), 42);
 }
 
+// The run hands its last fetch of a tensor the tensor itself; every other
+// fetch of it must still get the value (a copy), not an empty tensor.
+TEST(Executor, ATensorFetchedSeveralTimesIsInEveryResult) {
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kInt32);
+  Output sum = ops::Add(g, x, ops::Const(g, int32_t{1}));
+  auto values = testing::Eval(g, {sum, x, sum, x, sum},
+                              {{x, Tensor::Scalar<int32_t>(41)}});
+  ASSERT_TRUE(values.ok()) << values.status();
+  ASSERT_EQ(values->size(), 5u);
+  for (int i : {0, 2, 4}) {
+    ASSERT_TRUE((*values)[i].IsInitialized()) << "fetch " << i;
+    EXPECT_EQ((*values)[i].scalar<int32_t>(), 42) << "fetch " << i;
+  }
+  for (int i : {1, 3}) {
+    ASSERT_TRUE((*values)[i].IsInitialized()) << "fetch " << i;
+    EXPECT_EQ((*values)[i].scalar<int32_t>(), 41) << "fetch " << i;
+  }
+}
+
 TEST(Executor, FirstErrorIsReturnedAndItsSuccessorsDoNotRun) {
   TestEvents events;
   Graph g;
