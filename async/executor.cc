@@ -400,8 +400,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   ABSL_ATTRIBUTE_ALWAYS_INLINE std::optional<bool> CachedIsExpensive(
       const Step& step, int s) const {
     if (!step.static_cost) return std::nullopt;
-    const int64_t known =
-        plan_->cost_cache_[s].load(std::memory_order_relaxed);
+    const int64_t known = plan_->cost_cache_[s].load(std::memory_order_relaxed);
     if (known < 0) return std::nullopt;
     return known >= runtime_.inline_cost_threshold();
   }
