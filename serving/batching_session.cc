@@ -156,7 +156,7 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   void Finish(Request& request, absl::Status error);
   // Takes the request out of the queue, its batch and the counts, once;
   // returns its completion, to be posted a result of `status`, or an empty
-  // one when it had finished already.
+  // one when it had finished already. The caller then calls PublishQueue.
   Completion Retire(Request& request, const absl::Status& status);
   void Schedule();
   void RunBatch(std::vector<std::shared_ptr<Request>> members, int64_t rows);
@@ -191,6 +191,11 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
   std::deque<std::shared_ptr<Request>> queue;
   int64_t queued_rows = 0;
   int running = 0;
+  // Requests retired since the last PublishQueue, by outcome: published
+  // with the queue's depth in one update, so that a reader of the
+  // statistics never sees a request counted as gone and still queued.
+  int64_t retired_cancelled = 0;
+  int64_t retired_deadline_exceeded = 0;
   bool shut_down = false;
   // A moving average of the batches' run times.
   std::chrono::nanoseconds run_estimate{0};
@@ -216,6 +221,8 @@ void BatchingState::PublishQueue() {
   std::lock_guard lock(stats_mu);
   stats.queued_requests = static_cast<int64_t>(queue.size());
   stats.running_batches = running;
+  stats.cancelled += std::exchange(retired_cancelled, 0);
+  stats.deadline_exceeded += std::exchange(retired_deadline_exceeded, 0);
 }
 
 void BatchingState::ReleaseRows(Request& request) {
@@ -337,18 +344,10 @@ Completion BatchingState::Retire(Request& request, const absl::Status& status) {
       }
     }
   }
-  if (!status.ok()) {
-    std::lock_guard lock(stats_mu);
-    switch (status.code()) {
-      case absl::StatusCode::kCancelled:
-        ++stats.cancelled;
-        break;
-      case absl::StatusCode::kDeadlineExceeded:
-        ++stats.deadline_exceeded;
-        break;
-      default:
-        break;
-    }
+  // Counted here, published with the queue by PublishQueue.
+  if (status.code() == absl::StatusCode::kCancelled) ++retired_cancelled;
+  if (status.code() == absl::StatusCode::kDeadlineExceeded) {
+    ++retired_deadline_exceeded;
   }
   return std::move(request.done);
 }
