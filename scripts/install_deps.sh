@@ -12,6 +12,7 @@ packages=(
   libbenchmark-dev                  # cosession_bench
   nlohmann-json3-dev                # safetensors headers, Chrome traces
   zlib1g-dev                        # gzip-compressed CSV input
+  libtcmalloc-minimal4              # the programs' malloc (CMakeLists.txt says why)
   clang-19 libclang-rt-19-dev       # libFuzzer targets (fuzz/)
 )
 
