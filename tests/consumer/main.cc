@@ -1,8 +1,11 @@
 // A program of another project: a graph, a MonitoredSession with a hook,
 // three steps awaited from a coroutine; then, from a file that includes the
 // headers as the public contract spells them, a session stopped by a
-// StopAtStepHook and one made by MonitoredTrainingSession. Exit code 0 when
-// every value is the one expected.
+// StopAtStepHook and one made by MonitoredTrainingSession. It links
+// tcmalloc as the README advises, and checks that malloc is tcmalloc's.
+// Exit code 0 when every value is the one expected.
+#include <dlfcn.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -78,6 +81,11 @@ asio::awaitable<int> Main() {
 }
 
 int main() {
+  void* tc_malloc = dlsym(RTLD_DEFAULT, "tc_malloc");
+  if (tc_malloc == nullptr || dlsym(RTLD_DEFAULT, "malloc") != tc_malloc) {
+    std::fprintf(stderr, "consumer: malloc is not tcmalloc's\n");
+    return 1;
+  }
   asio::io_context io;
   int code = 1;
   asio::co_spawn(io, Main(), [&](std::exception_ptr e, int result) {
