@@ -18,10 +18,11 @@ TEST(Allocator, MallocIsTheOneTheBuildChose) {
 #if defined(COSESSION_MALLOC_TCMALLOC)
   ASSERT_NE(tc_malloc, nullptr)
       << "COSESSION_MALLOC=tcmalloc, but libtcmalloc_minimal is not loaded";
-  // gperftools defines malloc as an alias of tc_malloc.
-  EXPECT_EQ(dlsym(RTLD_DEFAULT, "malloc"), tc_malloc)
+  // gperftools defines malloc as an alias of tc_malloc. An assertion: the
+  // size query below would read a foreign block's header.
+  ASSERT_EQ(dlsym(RTLD_DEFAULT, "malloc"), tc_malloc)
       << "tcmalloc is loaded, but malloc resolves to another definition";
-  // And a block allocated and freed across the boundary is tcmalloc's.
+  // And a block from std::malloc is one tcmalloc answers for.
   auto owns = reinterpret_cast<size_t (*)(void*)>(
       dlsym(RTLD_DEFAULT, "tc_malloc_size"));
   ASSERT_NE(owns, nullptr);
