@@ -293,6 +293,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
         resources_(std::move(resources)),
         runtime_(runtime),
         trace_(options.trace_level >= RunOptions::kFullTrace),
+        on_caller_thread_(options.inter_op_thread_pool == -1),
         slots_(plan_->num_slots_),
         inputs_(plan_->num_inputs_),
         pending_(plan_->steps_.size()),
@@ -457,7 +458,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
 
   ABSL_ATTRIBUTE_NOINLINE void ScheduleUncommon(int s, ReadyList& ready,
                                                 std::optional<bool>& on_pool) {
-    if (stopped() || !IsExpensive(s)) {
+    if (stopped() || on_caller_thread_ || !IsExpensive(s)) {
       ready.steps.push_back(s);
       return;
     }
@@ -743,6 +744,8 @@ class RunState : public std::enable_shared_from_this<RunState> {
   const std::shared_ptr<ResourceManager> resources_;
   Runtime& runtime_;
   const bool trace_;
+  // RunOptions::inter_op_thread_pool == -1: no op is handed to the pool.
+  const bool on_caller_thread_;
   // slots_[i] is written by one op before it releases its successors
   // (acq_rel on pending_), and read only after.
   // Inline storage: a small plan's run state is a single allocation.

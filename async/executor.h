@@ -11,7 +11,10 @@
 // that made it ready; a bigger op goes to the runtime's pool, except that a
 // pool thread keeps one ready big op for itself instead of bouncing it. So a
 // graph of cheap ops runs entirely on the caller's thread, and independent
-// expensive branches run in parallel. A run's big ops wait in a queue of its
+// expensive branches run in parallel. A run with
+// RunOptions::inter_op_thread_pool = -1 hands no op to the pool: all run
+// on the thread that started it (TensorFlow's "caller thread"), until an
+// asynchronous kernel suspends it. A run's big ops wait in a queue of its
 // own, which at most one task per pool thread drains: a fan-out of many big
 // ops costs a few posts, not one per op. Asynchronous kernels run as coroutines
 // on a strand of the pool (created only for plans that have them) and hold no

@@ -22,7 +22,27 @@ struct RunOptions {
   // The run completes with DeadlineExceeded when it takes longer. Unset = no
   // limit.
   std::optional<std::chrono::nanoseconds> timeout{};
+  // Where the run's ops execute, as TensorFlow's RunOptions field of this
+  // name: 0 = the session's Runtime pool takes every op whose cost is above
+  // RuntimeOptions::inline_cost_threshold (the default); -1 = every op runs
+  // on the thread that started the run, which then holds that thread until
+  // the graph is done (or an asynchronous kernel suspends it: the ops after
+  // that run where the kernel resumes, a thread of the pool). Intra-op
+  // parallelism (RuntimeOptions::min_parallel_piece_cost) still uses the
+  // pool. -1 saves the two hand-offs between the caller and the pool per
+  // run (a wake-up of a sleeping thread each, ~15 µs on the project's VMs),
+  // which a graph that is one serial chain does not earn back; as
+  // TensorFlow says of it, use it only when that hand-off is comparable to
+  // the run, and never on an event loop whose other work must not wait for
+  // the graph. Any other value is InvalidArgument naming this field. Of a
+  // MonitoredSession's run, the caller's value counts; a hook's is ignored
+  // (TensorFlow's merge of the hooks' options ignores it too).
+  int32_t inter_op_thread_pool = 0;
 };
+
+// OK, or InvalidArgument naming the field that holds a value no run accepts
+// (RunOptions::inter_op_thread_pool other than 0 or -1).
+absl::Status ValidateRunOptions(const RunOptions& options);
 
 // One op's execution in a traced run.
 struct NodeExecStats {

@@ -129,6 +129,15 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> FindOrBuildPlan(
 
 }  // namespace
 
+absl::Status ValidateRunOptions(const RunOptions& options) {
+  if (options.inter_op_thread_pool != 0 && options.inter_op_thread_pool != -1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "RunOptions.inter_op_thread_pool is ", options.inter_op_thread_pool,
+        ": a session has one pool, 0, or the caller's thread, -1"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveNames(const Graph& graph, RunArgs& args) {
   if (args.feeds_by_name.empty() && args.fetch_names.empty() &&
       args.target_names.empty()) {
@@ -229,6 +238,7 @@ Session::PreparedRun Session::Prepare(detail::SessionState& state,
     return run;
   }
   run.status = (*plan)->ValidateFeeds(run.feed_values);
+  if (run.status.ok()) run.status = ValidateRunOptions(args.options);
   run.plan = *std::move(plan);
   run.options = args.options;
   return run;

@@ -266,7 +266,8 @@ Tensor RandomTensor(DType dtype, TensorShape shape, int classes,
 }
 
 asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size,
-                                 Runtime* runtime) {
+                                 Runtime* runtime,
+                                 RunOptions run_options = {}) {
   Graph g;
   g.set_seed(42);
   Output x = ops::Placeholder(g, DType::kFloat,
@@ -293,11 +294,12 @@ asio::awaitable<void> TrainSteps(benchmark::State& state, MlpSize size,
   std::mt19937 rng(42);
   RunArgs step{
       .targets = {model->train},
-      .feeds = {
-          {x, RandomTensor(DType::kFloat, TensorShape{size.batch, size.inputs},
-                           size.classes, rng)},
-          {y, RandomTensor(DType::kInt32, TensorShape{size.batch}, size.classes,
-                           rng)}}};
+      .feeds = {{x, RandomTensor(DType::kFloat,
+                                 TensorShape{size.batch, size.inputs},
+                                 size.classes, rng)},
+                {y, RandomTensor(DType::kInt32, TensorShape{size.batch},
+                                 size.classes, rng)}},
+      .options = run_options};
   MonitoredSession& session = **created;
   for (auto _ : state) {
     auto ran = co_await session.Run(step, asio::use_awaitable);
@@ -321,6 +323,23 @@ void BM_Train_MLP_SerialKernels(benchmark::State& state) {
   bench::RunCoroutine(TrainSteps(state, kMlp, &runtime));
 }
 BENCHMARK(BM_Train_MLP_SerialKernels)->UseRealTime();
+
+// The same two steps with every op on the benchmark's thread
+// (RunOptions::inter_op_thread_pool = -1, TensorFlow's "caller thread"), as
+// the Eigen baselines run: no hand-off to the pool and back, which on these
+// VMs costs a wake-up of a sleeping thread each way.
+void BM_Train_MLP_SerialKernels_CallerThread(benchmark::State& state) {
+  Runtime runtime({.min_parallel_piece_cost = 0});
+  bench::RunCoroutine(
+      TrainSteps(state, kMlp, &runtime, {.inter_op_thread_pool = -1}));
+}
+BENCHMARK(BM_Train_MLP_SerialKernels_CallerThread)->UseRealTime();
+
+void BM_Train_MLP_CallerThread(benchmark::State& state) {
+  bench::RunCoroutine(
+      TrainSteps(state, kMlp, nullptr, {.inter_op_thread_pool = -1}));
+}
+BENCHMARK(BM_Train_MLP_CallerThread)->UseRealTime();
 
 void BM_Train_TinyMLP(benchmark::State& state) {
   bench::RunCoroutine(TrainSteps(state, kTinyMlp, nullptr));

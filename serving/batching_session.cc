@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cosession/async/status_from_exception.h"
+#include "cosession/graph/status.h"
 
 namespace cosession {
 namespace detail {
@@ -145,7 +146,8 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
     output_names = std::move(names);
   }
 
-  absl::Status Validate(const NamedTensors& inputs, int64_t& rows) const;
+  absl::Status Validate(const NamedTensors& inputs,
+                        const RunOptions& run_options, int64_t& rows) const;
   absl::Status ReserveRows(int64_t rows);
   void Admit(std::shared_ptr<Request> request);
   void DrainInbox();
@@ -205,7 +207,9 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
 };
 
 absl::Status BatchingState::Validate(const NamedTensors& inputs,
+                                     const RunOptions& run_options,
                                      int64_t& rows) const {
+  COSESSION_RETURN_IF_ERROR(ValidateRunOptions(run_options));
   absl::StatusOr<int64_t> counted = CheckSignatureInputs(signature, inputs);
   if (!counted.ok()) return counted.status();
   rows = *counted;
@@ -656,7 +660,8 @@ void BatchingSession::Start(std::shared_ptr<detail::BatchingState> state,
                             GroupedCompletion<detail::BatchAnswer> done) {
   namespace asio = boost::asio;
   int64_t rows = 0;
-  if (absl::Status invalid = state->Validate(inputs, rows); !invalid.ok()) {
+  if (absl::Status invalid = state->Validate(inputs, options, rows);
+      !invalid.ok()) {
     {
       std::lock_guard lock(state->stats_mu);
       ++state->stats.rejected_invalid;

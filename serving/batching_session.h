@@ -30,7 +30,9 @@
 //   * Deadline: RunOptions::timeout, counted from the call. When it passes
 //     the request completes with DeadlineExceeded at that moment, whether
 //     it still waits in the queue (it leaves it) or its batch runs (its
-//     slice is discarded).
+//     slice is discarded). A request's other RunOptions do not apply to
+//     the batch it joins (the batch threads run it); an invalid one is
+//     InvalidArgument all the same (ValidateRunOptions).
 //   * Cancellation: the handler's cancellation slot (any type; e.g. the
 //     awaiting coroutine's client went away) completes the request with
 //     Cancelled at once, the same way. A batch whose every request left is

@@ -512,6 +512,7 @@ CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {
   struct Bad {
     NamedTensors inputs;
     std::string message_part;
+    RunOptions options{};
   };
   std::vector<Bad> cases;
   NamedTensors unknown = Rows(1, 0);
@@ -530,11 +531,14 @@ CO_TEST(BatchingSession, BadRequestsFailAtOnceNamingTheInput) {
   cases.push_back({{{"x", Tensor(DType::kFloat, TensorShape{0, 2})}},
                    "input 'x' has no rows"});
   cases.push_back({Rows(5, 0), "5 rows, more than max_batch_size 4"});
+  cases.push_back({Rows(1, 0),
+                   "RunOptions.inter_op_thread_pool is 2",
+                   {.inter_op_thread_pool = 2}});
   Calls calls(static_cast<int>(cases.size()));
   for (size_t i = 0; i < cases.size(); ++i) {
     bool returned = false;
     batcher->Run(
-        cases[i].inputs, {},
+        cases[i].inputs, cases[i].options,
         asio::bind_executor(co_test::Io(), [&calls, &returned, i](Result r) {
           EXPECT_TRUE(returned) << "completed inside Run";
           calls.results[i] = std::move(r);

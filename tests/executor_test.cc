@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "cosession/async/session.h"
 #include "cosession/graph/ops.h"
 #include "tests/co_test.h"
@@ -367,6 +368,26 @@ TEST(Executor, NoTraceLeavesStepStatsEmpty) {
   EXPECT_TRUE(outputs->metadata.step_stats.node_stats.empty());
 }
 
+// This thread's id in traces (NodeExecStats::thread_id), learnt from a
+// cheap traced run (its one op runs on the caller's thread); 0 on failure.
+uint64_t CallersTraceThreadId() {
+  Graph probe;
+  Output c = ops::Const(probe, 1.0f);
+  Session probe_session(probe, TestRuntime());
+  testing::Latch probe_done;
+  uint64_t id = 0;
+  RunArgs probe_args{.fetches = {c}};
+  probe_args.options.trace_level = RunOptions::kFullTrace;
+  probe_session.RunWithMetadata(probe_args, [&](absl::StatusOr<RunOutputs> r) {
+    if (r.ok() && r->metadata.step_stats.node_stats.size() == 1) {
+      id = r->metadata.step_stats.node_stats[0].thread_id;
+    }
+    probe_done.Notify();
+  });
+  if (!probe_done.WaitFor(std::chrono::seconds(20))) return 0;
+  return id;
+}
+
 // Two MatMuls big enough to exceed the inline threshold run on the pool, in
 // parallel: their traced intervals come from pool threads, not the caller.
 TEST(Executor, ExpensiveOpsRunOnThePool) {
@@ -381,22 +402,8 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
   absl::StatusOr<RunOutputs> outputs;
   RunArgs args{.fetches = {a, b}};
   args.options.trace_level = RunOptions::kFullTrace;
-  uint64_t caller_thread = 0;
-  {
-    // Learn this thread's trace id from a cheap traced run.
-    Graph probe;
-    Output c = ops::Const(probe, 1.0f);
-    Session probe_session(probe, TestRuntime());
-    testing::Latch probe_done;
-    RunArgs probe_args{.fetches = {c}};
-    probe_args.options.trace_level = RunOptions::kFullTrace;
-    probe_session.RunWithMetadata(
-        probe_args, [&](absl::StatusOr<RunOutputs> r) {
-          caller_thread = r->metadata.step_stats.node_stats.at(0).thread_id;
-          probe_done.Notify();
-        });
-    ASSERT_TRUE(probe_done.WaitFor(std::chrono::seconds(20)));
-  }
+  const uint64_t caller_thread = CallersTraceThreadId();
+  ASSERT_NE(caller_thread, 0u);
   session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
     outputs = std::move(r);
     done.Notify();
@@ -410,6 +417,63 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
     EXPECT_NE(s.thread_id, caller_thread) << s.node_name;
   }
   EXPECT_EQ(matmuls, 2);
+}
+
+// RunOptions::inter_op_thread_pool = -1, TensorFlow's "use the caller
+// thread": the same expensive MatMuls, and a chain after them, all run on
+// the thread that started the run, and their results are the products.
+TEST(Executor, InterOpThreadPoolMinusOneRunsEveryOpOnTheCallersThread) {
+  Graph g;
+  Tensor twos(DType::kFloat, TensorShape{64, 64});
+  for (float& v : twos.mutable_flat<float>()) v = 2.0f;
+  Output m = ops::Const(g, twos);
+  Output a = ops::MatMul(g, m, m, false, false, "mm1");
+  Output b = ops::MatMul(g, m, m, false, false, "mm2");
+  Output c = ops::MatMul(g, a, b, false, false, "mm3");
+  Session session(g, TestRuntime());
+  const uint64_t caller_thread = CallersTraceThreadId();
+  ASSERT_NE(caller_thread, 0u);
+  RunArgs args{.fetches = {c}};
+  args.options.trace_level = RunOptions::kFullTrace;
+  args.options.inter_op_thread_pool = -1;
+  for (int repeat = 0; repeat < 5; ++repeat) {
+    testing::Latch done;
+    absl::StatusOr<RunOutputs> outputs;
+    session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
+      outputs = std::move(r);
+      done.Notify();
+    });
+    ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+    ASSERT_TRUE(outputs.ok()) << outputs.status();
+    // a and b are 64 * 4 = 256 everywhere; c is 64 * 256 * 256.
+    for (float v : outputs->values.at(0).flat<float>()) {
+      ASSERT_EQ(v, 64.0f * 256.0f * 256.0f);
+    }
+    int matmuls = 0;
+    for (const NodeExecStats& s : outputs->metadata.step_stats.node_stats) {
+      EXPECT_EQ(s.thread_id, caller_thread) << s.node_name;
+      if (s.op == "MatMul") ++matmuls;
+    }
+    EXPECT_EQ(matmuls, 3);
+  }
+}
+
+// Any other value than 0 or -1 is refused, naming the field and the value.
+TEST(Executor, AnInterOpThreadPoolOtherThanZeroOrMinusOneIsInvalid) {
+  Graph g;
+  Output c = ops::Const(g, 1.0f);
+  Session session(g, TestRuntime());
+  for (int32_t pool : {1, -2}) {
+    RunArgs args{.fetches = {c}};
+    args.options.inter_op_thread_pool = pool;
+    Session::RunResult result = session.RunBlocking(args);
+    ASSERT_FALSE(result.ok()) << pool;
+    EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(result.status().message().find(
+                  absl::StrCat("RunOptions.inter_op_thread_pool is ", pool)),
+              absl::string_view::npos)
+        << result.status();
+  }
 }
 
 // 40 expensive ops and a pool of 2: they wait in the run's queue, which the
