@@ -273,6 +273,26 @@ TEST(MergeRunArgs, ATimeoutSetByAHookAloneIsTheRunsTimeout) {
   EXPECT_EQ(merged.args.options.timeout, milliseconds(7));
 }
 
+// As TensorFlow's merge: where the run's ops execute is the caller's choice;
+// a hook's inter_op_thread_pool does not change it.
+TEST(MergeRunArgs, TheCallersInterOpThreadPoolHoldsAndAHooksIsIgnored) {
+  Tensors t;
+  RunArgs caller{.fetches = {t.outs[0]},
+                 .options = {.inter_op_thread_pool = -1}};
+  std::vector<RunArgs> hooks(1);
+  hooks[0].targets = {t.op};
+  hooks[0].options.inter_op_thread_pool = 0;
+  MergedRunArgs merged;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  ASSERT_FALSE(merged.only_fetches);
+  EXPECT_EQ(merged.args.options.inter_op_thread_pool, -1);
+
+  caller.options.inter_op_thread_pool = 0;
+  hooks[0].options.inter_op_thread_pool = -1;
+  ASSERT_TRUE(MergeRunArgs(t.g, caller, absl::MakeSpan(hooks), merged).ok());
+  EXPECT_EQ(merged.args.options.inter_op_thread_pool, 0);
+}
+
 TEST(MergeRunArgs, ATensorFedByTheCallerAndAHookIsInvalidArgumentNamingIt) {
   Tensors t;
   RunArgs caller{.feeds = {{t.x, Tensor::Scalar(1.0f)}}};
