@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <thread>
 #include <variant>
@@ -327,20 +328,34 @@ CO_TEST(Executor, FailingOpCancelsAWaitingAsyncKernel) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kUnavailable);
 }
 
+// Runs `args` with its metadata and waits for the result; DeadlineExceeded
+// when it has not completed within 20 s, so that a hang fails the test. The
+// handler's state is shared with it, so a late completion finds it alive.
+absl::StatusOr<RunOutputs> RunWithMetadataAndWait(Session& session,
+                                                  const RunArgs& args) {
+  struct Completion {
+    testing::Latch done;
+    absl::StatusOr<RunOutputs> outputs;
+  };
+  auto completion = std::make_shared<Completion>();
+  session.RunWithMetadata(args, [completion](absl::StatusOr<RunOutputs> r) {
+    completion->outputs = std::move(r);
+    completion->done.Notify();
+  });
+  if (!completion->done.WaitFor(std::chrono::seconds(20))) {
+    return absl::DeadlineExceededError("the run did not complete in 20 s");
+  }
+  return std::move(completion->outputs);
+}
+
 TEST(Executor, FullTraceRecordsEveryOp) {
   Graph g;
   Output a = ops::Const(g, 1.0f, "a");
   Output b = ops::Add(g, a, a, "b");
   Session session(g, TestRuntime());
-  testing::Latch done;
-  absl::StatusOr<RunOutputs> outputs;
   RunArgs args{.fetches = {b}};
   args.options.trace_level = RunOptions::kFullTrace;
-  session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
-    outputs = std::move(r);
-    done.Notify();
-  });
-  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+  absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(session, args);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   const auto& stats = outputs->metadata.step_stats.node_stats;
   ASSERT_EQ(stats.size(), 2u);
@@ -357,13 +372,8 @@ TEST(Executor, NoTraceLeavesStepStatsEmpty) {
   Graph g;
   Output a = ops::Const(g, 1.0f);
   Session session(g, TestRuntime());
-  testing::Latch done;
-  absl::StatusOr<RunOutputs> outputs;
-  session.RunWithMetadata({.fetches = {a}}, [&](absl::StatusOr<RunOutputs> r) {
-    outputs = std::move(r);
-    done.Notify();
-  });
-  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+  absl::StatusOr<RunOutputs> outputs =
+      RunWithMetadataAndWait(session, {.fetches = {a}});
   ASSERT_TRUE(outputs.ok());
   EXPECT_TRUE(outputs->metadata.step_stats.node_stats.empty());
 }
@@ -374,18 +384,12 @@ uint64_t CallersTraceThreadId() {
   Graph probe;
   Output c = ops::Const(probe, 1.0f);
   Session probe_session(probe, TestRuntime());
-  testing::Latch probe_done;
-  uint64_t id = 0;
   RunArgs probe_args{.fetches = {c}};
   probe_args.options.trace_level = RunOptions::kFullTrace;
-  probe_session.RunWithMetadata(probe_args, [&](absl::StatusOr<RunOutputs> r) {
-    if (r.ok() && r->metadata.step_stats.node_stats.size() == 1) {
-      id = r->metadata.step_stats.node_stats[0].thread_id;
-    }
-    probe_done.Notify();
-  });
-  if (!probe_done.WaitFor(std::chrono::seconds(20))) return 0;
-  return id;
+  absl::StatusOr<RunOutputs> r =
+      RunWithMetadataAndWait(probe_session, probe_args);
+  if (!r.ok() || r->metadata.step_stats.node_stats.size() != 1) return 0;
+  return r->metadata.step_stats.node_stats[0].thread_id;
 }
 
 // Two MatMuls big enough to exceed the inline threshold run on the pool, in
@@ -398,17 +402,11 @@ TEST(Executor, ExpensiveOpsRunOnThePool) {
   Output b =
       ops::MatMul(g, ops::Const(g, m), ops::Const(g, m), false, false, "mm2");
   Session session(g, TestRuntime());
-  testing::Latch done;
-  absl::StatusOr<RunOutputs> outputs;
   RunArgs args{.fetches = {a, b}};
   args.options.trace_level = RunOptions::kFullTrace;
   const uint64_t caller_thread = CallersTraceThreadId();
   ASSERT_NE(caller_thread, 0u);
-  session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
-    outputs = std::move(r);
-    done.Notify();
-  });
-  ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+  absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(session, args);
   ASSERT_TRUE(outputs.ok()) << outputs.status();
   int matmuls = 0;
   for (const NodeExecStats& s : outputs->metadata.step_stats.node_stats) {
@@ -437,13 +435,7 @@ TEST(Executor, InterOpThreadPoolMinusOneRunsEveryOpOnTheCallersThread) {
   args.options.trace_level = RunOptions::kFullTrace;
   args.options.inter_op_thread_pool = -1;
   for (int repeat = 0; repeat < 5; ++repeat) {
-    testing::Latch done;
-    absl::StatusOr<RunOutputs> outputs;
-    session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
-      outputs = std::move(r);
-      done.Notify();
-    });
-    ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+    absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(session, args);
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     // a and b are 64 * 4 = 256 everywhere; c is 64 * 256 * 256.
     for (float v : outputs->values.at(0).flat<float>()) {
@@ -497,13 +489,7 @@ TEST(Executor, AFanOutWiderThanThePoolRunsEveryOpOnceOnThePool) {
   RunArgs args{.fetches = {sum}};
   args.options.trace_level = RunOptions::kFullTrace;
   for (int repeat = 0; repeat < 20; ++repeat) {
-    testing::Latch done;
-    absl::StatusOr<RunOutputs> outputs;
-    session.RunWithMetadata(args, [&](absl::StatusOr<RunOutputs> r) {
-      outputs = std::move(r);
-      done.Notify();
-    });
-    ASSERT_TRUE(done.WaitFor(std::chrono::seconds(20)));
+    absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(session, args);
     ASSERT_TRUE(outputs.ok()) << outputs.status();
     // Each product element is 64 * i; the sum of i over 1..40 is 820.
     for (float v : outputs->values.at(0).flat<float>()) {
