@@ -108,6 +108,32 @@ TEST(RuntimeParallelFor, PiecesRunOnPoolThreadsWhenTheyAreFree) {
   EXPECT_TRUE(waited_ok.load());
 }
 
+// The caller waits for the pieces other threads run (spinning, then
+// sleeping) and returns only once they finished. The two pieces run on two
+// threads (each waits for the other to have started) and the second
+// finishes only after the first did, so a caller that returned after its
+// own piece would find the second unfinished.
+TEST(RuntimeParallelFor, ReturnsOnlyOnceEveryPieceFinished) {
+  Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 1});
+  for (int trial = 0; trial < 100; ++trial) {
+    Latch second_piece_started, first_piece_done;
+    std::atomic<bool> second_piece_done{false};
+    runtime.ParallelFor(2, 1000, [&](int64_t begin, int64_t) {
+      if (begin == 0) {
+        second_piece_started.WaitFor(std::chrono::seconds(20));
+        first_piece_done.Notify();
+        return;
+      }
+      second_piece_started.Notify();
+      if (first_piece_done.WaitFor(std::chrono::seconds(20))) {
+        second_piece_done.store(true, std::memory_order_relaxed);
+      }
+    });
+    ASSERT_TRUE(second_piece_done.load(std::memory_order_relaxed))
+        << "trial " << trial;
+  }
+}
+
 TEST(RuntimeParallelFor, ABusyPoolMakesTheLoopSerialNotStuck) {
   Runtime runtime({.num_threads = 2, .min_parallel_piece_cost = 1});
   // Occupy both pool threads until the loop is done.
