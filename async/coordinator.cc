@@ -25,6 +25,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/async/pool_executor.h"
 #include "cosession/async/status_from_exception.h"
 
 namespace cosession {
@@ -419,10 +420,16 @@ bool RunningInThisThread(const asio::any_io_executor& ex) {
   using PoolEx = asio::thread_pool::executor_type;
   using PoolExTracked = std::decay_t<decltype(asio::prefer(
       std::declval<PoolEx>(), asio::execution::outstanding_work.tracked))>;
+  // A Runtime's pool.
+  using RuntimeEx = PoolExecutor;
+  using RuntimeExTracked = std::decay_t<decltype(asio::prefer(
+      std::declval<RuntimeEx>(), asio::execution::outstanding_work.tracked))>;
   return RunningIn<IoEx>(ex) || RunningIn<IoExTracked>(ex) ||
          RunningIn<PoolEx>(ex) || RunningIn<PoolExTracked>(ex) ||
+         RunningIn<RuntimeEx>(ex) || RunningIn<RuntimeExTracked>(ex) ||
          RunningIn<asio::strand<IoEx>>(ex) ||
          RunningIn<asio::strand<PoolEx>>(ex) ||
+         RunningIn<asio::strand<RuntimeEx>>(ex) ||
          RunningIn<asio::strand<asio::any_io_executor>>(ex);
 }
 

@@ -77,8 +77,8 @@
 //
 // JoinBlocking / WaitForStopBlocking are for plain threads. JoinBlocking
 // needs another thread to run the executor; called on the executor's own
-// thread (detectable for io_context, thread_pool and strands of them) it
-// refuses with FailedPrecondition instead of deadlocking.
+// thread (detectable for io_context, thread_pool, a Runtime's pool and strands
+// of them) it refuses with FailedPrecondition instead of deadlocking.
 #ifndef COSESSION_ASYNC_COORDINATOR_H_
 #define COSESSION_ASYNC_COORDINATOR_H_
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -36,7 +37,12 @@ int ResolveThreads(int requested) {
 Runtime::Runtime(RuntimeOptions options)
     : options_(options),
       num_threads_(ResolveThreads(options.num_threads)),
-      pool_(static_cast<size_t>(num_threads_)) {
+      context_(num_threads_),
+      keep_running_(context_.get_executor()) {
+  threads_.reserve(static_cast<size_t>(num_threads_));
+  for (int i = 0; i < num_threads_; ++i) {
+    threads_.emplace_back([this] { RunPoolThread(); });
+  }
   if (options_.pin_threads) PinThreads();
 }
 
@@ -49,34 +55,27 @@ void Runtime::PinThreads() {
     if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
   if (cpus.empty()) return;
-  // One task per thread. The pool is new and has nothing else to run, so
-  // the tasks, each waiting until all have started, land on distinct
-  // threads: every thread takes one before any of them can finish.
-  std::mutex mu;
-  std::condition_variable all_started;
-  std::condition_variable all_done;
-  int started = 0;
-  int done = 0;
-  for (int i = 0; i < num_threads_; ++i) {
-    boost::asio::post(pool_, [&] {
-      std::unique_lock lock(mu);
-      const int cpu = cpus[static_cast<size_t>(started) % cpus.size()];
-      if (++started == num_threads_) all_started.notify_all();
-      all_started.wait(lock, [&] { return started == num_threads_; });
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) == 0) {
-        pinned_cpus_.push_back(cpu);
-      }
-      if (++done == num_threads_) all_done.notify_one();
-    });
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    const int cpu = cpus[i % cpus.size()];
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    if (pthread_setaffinity_np(threads_[i].native_handle(), sizeof(one),
+                               &one) == 0) {
+      pinned_cpus_.push_back(cpu);
+    }
   }
-  std::unique_lock lock(mu);
-  all_done.wait(lock, [&] { return done == num_threads_; });
 }
 
-Runtime::~Runtime() { pool_.join(); }
+Runtime::~Runtime() {
+  // With the guard gone, the io_context stops once the queued work is done,
+  // and every pool thread returns (a spinning one after its spin).
+  keep_running_.reset();
+  // Spinning threads look at the io_context again at once, rather than at
+  // the end of their spin.
+  handed_.handed.fetch_add(1, std::memory_order_release);
+  for (std::thread& thread : threads_) thread.join();
+}
 
 namespace {
 // The longest ParallelFor's caller spins for the pieces other threads run
@@ -90,6 +89,37 @@ inline void CpuRelax() {
 #endif
 }
 
+}  // namespace
+
+void Runtime::RunPoolThread() {
+  for (;;) {
+    // Read before looking for work: whatever is handed over after this read
+    // moves the counter, so the spin below cannot miss it.
+    const uint64_t seen = handed_.handed.load(std::memory_order_acquire);
+    if (context_.poll() > 0) continue;
+    if (context_.stopped()) return;
+    if (SpinForWork(seen)) continue;
+    // Asleep until work arrives: the io_context wakes one sleeping thread
+    // per hand-off that no awake thread takes.
+    context_.run_one();
+    if (context_.stopped()) return;
+  }
+}
+
+bool Runtime::SpinForWork(uint64_t seen) const {
+  if (options_.spin_before_sleep.count() <= 0) return false;
+  const auto deadline =
+      std::chrono::steady_clock::now() + options_.spin_before_sleep;
+  for (int i = 1;; ++i) {
+    if (handed_.handed.load(std::memory_order_acquire) != seen) return true;
+    CpuRelax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+  }
+}
+
+namespace {
 // What the threads of one ParallelFor share. Helpers hold it by shared_ptr:
 // one may start after every piece is done and the caller returned.
 struct ParallelLoop {
@@ -138,7 +168,7 @@ void Runtime::ParallelFor(int64_t n, int64_t cost_per_unit,
   }
   auto loop = std::make_shared<ParallelLoop>(n, pieces, fn);
   for (int64_t i = 1; i < pieces; ++i) {
-    boost::asio::post(pool_, [loop] { loop->RunPieces(); });
+    boost::asio::post(executor(), [loop] { loop->RunPieces(); });
   }
   const auto start = std::chrono::steady_clock::now();
   loop->RunPieces();
@@ -171,9 +201,33 @@ absl::StatusOr<bool> PinThreadsFromEnvironment(const char* value) {
       "COSESSION_PIN_THREADS='", v, "': expected 0 (unbound) or 1 (bound)"));
 }
 
+absl::StatusOr<std::chrono::microseconds> PoolSpinFromEnvironment(
+    const char* value) {
+  if (value == nullptr) return RuntimeOptions().spin_before_sleep;
+  const absl::string_view v(value);
+  int64_t us = 0;
+  const auto [end, error] = std::from_chars(v.data(), v.data() + v.size(), us);
+  if (v.empty() || error != std::errc() || end != v.data() + v.size() ||
+      us < 0 || us > kMaxPoolSpinMicroseconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "COSESSION_POOL_SPIN_US='", v,
+        "': expected microseconds, an integer from 0 (sleep at once) to ",
+        kMaxPoolSpinMicroseconds));
+  }
+  return std::chrono::microseconds(us);
+}
+
 namespace {
 RuntimeOptions DefaultRuntimeOptions() {
   RuntimeOptions options;
+  absl::StatusOr<std::chrono::microseconds> spin =
+      PoolSpinFromEnvironment(std::getenv("COSESSION_POOL_SPIN_US"));
+  if (!spin.ok()) {
+    std::fprintf(stderr, "cosession: %s; spinning for %lld us\n",
+                 std::string(spin.status().message()).c_str(),
+                 static_cast<long long>(options.spin_before_sleep.count()));
+  }
+  options.spin_before_sleep = spin.value_or(options.spin_before_sleep);
   absl::StatusOr<bool> pin =
       PinThreadsFromEnvironment(std::getenv("COSESSION_PIN_THREADS"));
   if (!pin.ok()) {

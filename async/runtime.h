@@ -5,17 +5,28 @@
 // started. The destructor stops accepting work, then joins the pool's
 // threads (work already queued runs first).
 //
+// The pool is an io_context run by num_threads() threads of the Runtime's
+// own. A thread that runs out of work spins for new work for a while
+// (RuntimeOptions::spin_before_sleep) before it sleeps in the io_context:
+// work handed to a spinning thread starts without a wake-up, which costs
+// tens of microseconds on a VM (see the README's performance section).
+//
 // Thread safety: thread-safe.
 #ifndef COSESSION_ASYNC_RUNTIME_H_
 #define COSESSION_ASYNC_RUNTIME_H_
 
-#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
+#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "cosession/async/pool_executor.h"
 #include "cosession/graph/kernel.h"
 
 namespace cosession {
@@ -44,7 +55,24 @@ struct RuntimeOptions {
   // 30-45 % slower for its whole life. Off here; Runtime::Default() binds
   // (see there). The caller's threads are never bound.
   bool pin_threads = false;
+  // How long a pool thread that ran out of work watches for more before it
+  // sleeps (0: it sleeps at once). Work handed to a watching thread starts
+  // without a wake-up; the price is that CPU time, spent only right after
+  // the pool was busy. Runtime::Default() takes it from
+  // COSESSION_POOL_SPIN_US when that is set.
+  std::chrono::microseconds spin_before_sleep{50};
 };
+
+// The longest spin_before_sleep COSESSION_POOL_SPIN_US may ask for (1 s).
+inline constexpr int64_t kMaxPoolSpinMicroseconds = 1'000'000;
+
+// Runtime::Default()'s spin_before_sleep, from the environment variable
+// COSESSION_POOL_SPIN_US (nullptr when unset): unset gives the default of
+// RuntimeOptions; otherwise microseconds, an integer from 0 to
+// kMaxPoolSpinMicroseconds. Anything else is InvalidArgument naming the
+// variable and the value.
+absl::StatusOr<std::chrono::microseconds> PoolSpinFromEnvironment(
+    const char* value);
 
 // Whether Runtime::Default() binds its pool threads, from the value of the
 // environment variable COSESSION_PIN_THREADS (nullptr when unset): unset or
@@ -68,11 +96,18 @@ class Runtime : public ParallelRunner {
   // exactly one pool thread of each process, so processes that share CPUs
   // share them evenly; set COSESSION_PIN_THREADS=0 where bound threads of
   // other programs, or latency-critical work, share this process's CPUs. A
-  // value other than 0 or 1 is reported on stderr once, and binds.
+  // value other than 0 or 1 is reported on stderr once, and binds. Its
+  // threads spin for work as RuntimeOptions' default says, or for
+  // COSESSION_POOL_SPIN_US microseconds (0: never; for processes that share
+  // their CPUs with other busy processes, where a spinning thread takes CPU
+  // time the others could use); an invalid value is reported on stderr once
+  // and the default is kept.
   static Runtime& Default();
 
-  using executor_type = boost::asio::thread_pool::executor_type;
-  executor_type executor() { return pool_.get_executor(); }
+  using executor_type = PoolExecutor;
+  executor_type executor() {
+    return PoolExecutor(context_.get_executor(), &handed_);
+  }
   int num_threads() const { return num_threads_; }
   int64_t inline_cost_threshold() const {
     return options_.inline_cost_threshold;
@@ -95,18 +130,29 @@ class Runtime : public ParallelRunner {
 
   // True on one of this runtime's pool threads.
   bool InPoolThread() const {
-    return pool_.get_executor().running_in_this_thread();
+    return context_.get_executor().running_in_this_thread();
   }
 
  private:
   // Binds each pool thread to its CPU; see RuntimeOptions::pin_threads.
   void PinThreads();
+  // What each pool thread runs until the io_context stops.
+  void RunPoolThread();
+  // Spins until the work counter moves past `seen` (true) or
+  // spin_before_sleep passed (false).
+  bool SpinForWork(uint64_t seen) const;
 
   RuntimeOptions options_;
   int num_threads_;
   std::vector<int> pinned_cpus_;  // written by the constructor only
-  mutable boost::asio::thread_pool
-      pool_;  // mutable: executor queries are const in spirit
+  PoolWorkCounter handed_;
+  mutable boost::asio::io_context
+      context_;  // mutable: executor queries are const in spirit
+  // Keeps the pool threads running while idle; reset by the destructor.
+  std::optional<
+      boost::asio::executor_work_guard<boost::asio::io_context::executor_type>>
+      keep_running_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace cosession

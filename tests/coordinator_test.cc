@@ -12,16 +12,20 @@
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/experimental/channel_error.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "cosession/async/runtime.h"
 #include "tests/co_test.h"
 
 namespace cosession::coordinator_test {
@@ -524,6 +528,28 @@ CO_TEST(CoordinatorJoin, JoinBlockingOnTheExecutorThreadIsRefused) {
   EXPECT_EQ(coord.JoinBlocking(kBound).code(),
             absl::StatusCode::kFailedPrecondition);
   co_return;
+}
+
+// The same on a Runtime's pool (whose executor is not io_context's own
+// type), directly and through a strand of it: refused, not a deadlock.
+TEST(CoordinatorJoin, JoinBlockingOnARuntimesPoolThreadIsRefused) {
+  Runtime runtime({.num_threads = 1});
+  auto on_pool = [](asio::any_io_executor ex) {
+    auto refused = std::make_shared<std::promise<absl::StatusCode>>();
+    std::future<absl::StatusCode> code = refused->get_future();
+    asio::post(ex, [ex, refused] {
+      Coordinator coord(ex);
+      refused->set_value(coord.JoinBlocking(kBound).code());
+    });
+    return code;
+  };
+  for (asio::any_io_executor ex :
+       {asio::any_io_executor(runtime.executor()),
+        asio::any_io_executor(asio::make_strand(runtime.executor()))}) {
+    std::future<absl::StatusCode> code = on_pool(ex);
+    ASSERT_EQ(code.wait_for(kBound), std::future_status::ready);
+    EXPECT_EQ(code.get(), absl::StatusCode::kFailedPrecondition);
+  }
 }
 
 TEST(CoordinatorJoin, JoinBlockingFromAPlainThreadReturnsTheError) {

@@ -2,12 +2,15 @@
 // the range exactly once, small loops stay on the caller, big ones use the
 // pool, and a pool whose threads are all busy makes the loop serial, never
 // stuck. RuntimeOptions::pin_threads binds each pool thread to its own CPU;
-// the default runtime binds unless COSESSION_PIN_THREADS=0.
+// the default runtime binds unless COSESSION_PIN_THREADS=0. A pool thread
+// that ran out of work spins for more (spin_before_sleep) rather than
+// sleeping, and the destructor does not wait for that spin to end.
 #include "cosession/async/runtime.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -16,6 +19,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <future>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -294,6 +298,107 @@ TEST(RuntimePinThreads, AConstructedRuntimeIsNotBoundUnlessAsked) {
   std::vector<std::set<int>> masks = PoolThreadMasks(runtime, 2);
   ASSERT_EQ(masks.size(), 2u);
   for (const std::set<int>& mask : masks) EXPECT_EQ(mask, allowed);
+}
+
+// Times the calling thread gave up its CPU to wait (blocked in a futex,
+// slept): what a spinning thread never does.
+int64_t VoluntaryContextSwitchesOfThisThread() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
+}
+
+// Waits, without sleeping (yielding, bounded in time), until `flag` reaches
+// `value`: a mutex here could make the pool thread block on it, which is
+// what the test below watches for.
+bool AwaitCount(const std::atomic<int>& flag, int value) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (flag.load(std::memory_order_acquire) < value) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+TEST(RuntimePool, WorkHandedToASpinningThreadRunsWithoutItSleeping) {
+  // A spin longer than the test: between the tasks the pool thread never
+  // sleeps, so its count of voluntary context switches stays where it was.
+  Runtime runtime(
+      {.num_threads = 1, .spin_before_sleep = std::chrono::seconds(60)});
+  constexpr int kTasks = 20;
+  std::vector<int64_t> switches(kTasks, -1);
+  std::atomic<int> done{0};
+  for (int i = 0; i < kTasks; ++i) {
+    boost::asio::post(runtime.executor(), [&, i] {
+      switches[static_cast<size_t>(i)] = VoluntaryContextSwitchesOfThisThread();
+      done.fetch_add(1, std::memory_order_release);
+    });
+    ASSERT_TRUE(AwaitCount(done, i + 1)) << "task " << i;
+  }
+  for (int i = 1; i < kTasks; ++i) {
+    EXPECT_EQ(switches[static_cast<size_t>(i)], switches[0])
+        << "the pool thread slept before task " << i;
+  }
+}
+
+TEST(RuntimePool, DestructionDoesNotWaitForASpinToEnd) {
+  auto destroyed = std::async(std::launch::async, [] {
+    Runtime runtime(
+        {.num_threads = 2, .spin_before_sleep = std::chrono::seconds(60)});
+    std::atomic<int> ran{0};
+    // Work for both threads, so that both are spinning afterwards.
+    for (int i = 0; i < 2; ++i) {
+      boost::asio::post(runtime.executor(),
+                        [&] { ran.fetch_add(1, std::memory_order_release); });
+    }
+    return AwaitCount(ran, 2);
+  });
+  ASSERT_EQ(destroyed.wait_for(std::chrono::seconds(20)),
+            std::future_status::ready)
+      << "~Runtime waited for its threads' spin";
+  EXPECT_TRUE(destroyed.get());
+}
+
+TEST(RuntimePool, TheDefaultRuntimesSpinComesFromTheEnvironment) {
+  EXPECT_EQ(PoolSpinFromEnvironment(nullptr).value_or(std::chrono::hours(1)),
+            RuntimeOptions().spin_before_sleep);
+  EXPECT_EQ(PoolSpinFromEnvironment("0").value_or(std::chrono::hours(1)),
+            std::chrono::microseconds(0));
+  EXPECT_EQ(PoolSpinFromEnvironment("250").value_or(std::chrono::hours(1)),
+            std::chrono::microseconds(250));
+  EXPECT_EQ(PoolSpinFromEnvironment("1000000").value_or(std::chrono::hours(1)),
+            std::chrono::microseconds(kMaxPoolSpinMicroseconds));
+  for (const char* bad :
+       {"", "-1", "50us", " 50", "1000001", "1e3", "99999999999999999999"}) {
+    absl::StatusOr<std::chrono::microseconds> spin =
+        PoolSpinFromEnvironment(bad);
+    ASSERT_FALSE(spin.ok()) << bad;
+    EXPECT_EQ(spin.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(
+        absl::StrContains(spin.status().message(),
+                          absl::StrCat("COSESSION_POOL_SPIN_US='", bad, "'")))
+        << spin.status();
+  }
+}
+
+TEST(RuntimePool, QueuedWorkRunsBeforeTheDestructorReturns) {
+  std::atomic<int> ran{0};
+  {
+    Runtime runtime({.num_threads = 1});
+    std::atomic<bool> release{false};
+    boost::asio::post(runtime.executor(), [&] {
+      while (!release.load(std::memory_order_acquire)) {
+        std::this_thread::yield();
+      }
+      ran.fetch_add(1);
+    });
+    for (int i = 0; i < 10; ++i) {
+      boost::asio::post(runtime.executor(), [&] { ran.fetch_add(1); });
+    }
+    release.store(true, std::memory_order_release);
+  }
+  EXPECT_EQ(ran.load(), 11);
 }
 
 }  // namespace
