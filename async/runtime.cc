@@ -106,17 +106,22 @@ void Runtime::RunPoolThread() {
   }
 }
 
-bool Runtime::SpinForWork(uint64_t seen) const {
+bool Runtime::SpinForWork(uint64_t seen) {
   if (options_.spin_before_sleep.count() <= 0) return false;
+  spinning_.fetch_add(1, std::memory_order_relaxed);
   const auto deadline =
       std::chrono::steady_clock::now() + options_.spin_before_sleep;
+  bool handed = false;
   for (int i = 1;; ++i) {
-    if (handed_.handed.load(std::memory_order_acquire) != seen) return true;
-    CpuRelax();
-    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) {
-      return false;
+    if (handed_.handed.load(std::memory_order_acquire) != seen) {
+      handed = true;
+      break;
     }
+    CpuRelax();
+    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
   }
+  spinning_.fetch_sub(1, std::memory_order_relaxed);
+  return handed;
 }
 
 namespace {

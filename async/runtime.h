@@ -15,6 +15,7 @@
 #ifndef COSESSION_ASYNC_RUNTIME_H_
 #define COSESSION_ASYNC_RUNTIME_H_
 
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
@@ -128,6 +129,13 @@ class Runtime : public ParallelRunner {
   // unbound.
   const std::vector<int>& pinned_cpus() const { return pinned_cpus_; }
 
+  // How many pool threads are spinning for work at this moment (see
+  // RuntimeOptions::spin_before_sleep): for monitoring and tests; it may
+  // change as soon as it is read.
+  int spinning_threads() const {
+    return spinning_.load(std::memory_order_relaxed);
+  }
+
   // True on one of this runtime's pool threads.
   bool InPoolThread() const {
     return context_.get_executor().running_in_this_thread();
@@ -140,12 +148,13 @@ class Runtime : public ParallelRunner {
   void RunPoolThread();
   // Spins until the work counter moves past `seen` (true) or
   // spin_before_sleep passed (false).
-  bool SpinForWork(uint64_t seen) const;
+  bool SpinForWork(uint64_t seen);
 
   RuntimeOptions options_;
   int num_threads_;
   std::vector<int> pinned_cpus_;  // written by the constructor only
   PoolWorkCounter handed_;
+  std::atomic<int> spinning_{0};
   mutable boost::asio::io_context
       context_;  // mutable: executor queries are const in spirit
   // Keeps the pool threads running while idle; reset by the destructor.
