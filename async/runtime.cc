@@ -108,7 +108,14 @@ void Runtime::RunPoolThread() {
 
 bool Runtime::SpinForWork(uint64_t seen) {
   if (options_.spin_before_sleep.count() <= 0) return false;
-  spinning_.fetch_add(1, std::memory_order_relaxed);
+  // One spinning thread at a time, as in Eigen's pool: it is enough to take
+  // the next hand-off at once (while it runs that, the io_context wakes a
+  // sleeping one for the next), and the CPUs the others would spin on stay
+  // free for the callers' threads, which share them.
+  int none = 0;
+  if (!spinning_.compare_exchange_strong(none, 1, std::memory_order_relaxed)) {
+    return false;
+  }
   const auto deadline =
       std::chrono::steady_clock::now() + options_.spin_before_sleep;
   bool handed = false;

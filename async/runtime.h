@@ -57,10 +57,11 @@ struct RuntimeOptions {
   // (see there). The caller's threads are never bound.
   bool pin_threads = false;
   // How long a pool thread that ran out of work watches for more before it
-  // sleeps (0: it sleeps at once). Work handed to a watching thread starts
-  // without a wake-up; the price is that CPU time, spent only right after
-  // the pool was busy. Runtime::Default() takes it from
-  // COSESSION_POOL_SPIN_US when that is set.
+  // sleeps (0: it sleeps at once); one thread at a time watches, the others
+  // sleep. Work handed to a watching thread starts without a wake-up; the
+  // price is that CPU time, spent only right after the pool was busy.
+  // Runtime::Default() takes it from COSESSION_POOL_SPIN_US when that is
+  // set.
   std::chrono::microseconds spin_before_sleep{50};
 };
 
