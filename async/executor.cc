@@ -55,59 +55,96 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     }
   }
   plan->feeds_.assign(feeds.begin(), feeds.end());
+  // Most runs feed nothing: then no tensor needs hashing to learn it.
+  auto is_fed = [&](const Output& out) {
+    return !fed.empty() && fed.contains(out);
+  };
 
-  // Walk back from the fetches and targets. `needed_by[id]` remembers what
-  // first needed an op, to name it in errors.
+  // A graph of 10,000 ops no longer fits the cache, so each needed Node is
+  // read in two passes only, each in the order of the node ids (a run of
+  // independent loads rather than a chase from node to input to input), and
+  // what later passes need of it is copied into flat arrays.
+  //
+  // Node ids are a topological order: an op's inputs exist before it. So
+  // one sweep from the last id down marks what the fetches and targets
+  // need. `needed_by[id]` is the index in `roots` of the first root (in the
+  // order given) that needs the op, to name it in an error; -1: not needed.
   const int n = graph.num_nodes();
-  std::vector<const char*> needed(n, nullptr);
-  std::vector<std::string> needed_by(n);
-  std::vector<const Node*> stack;
-  auto need = [&](const Node* node, const std::string& why) {
-    if (needed[node->id()] == nullptr) {
-      needed[node->id()] = "";
-      needed_by[node->id()] = why;
-      stack.push_back(node);
-    }
+  std::vector<std::string> roots;
+  std::vector<int> needed_by(n, -1);
+  auto need = [&](const Node* node, int root) {
+    int& by = needed_by[node->id()];
+    if (by < 0 || root < by) by = root;
   };
   for (const Output& fetch : fetches) {
     COSESSION_RETURN_IF_ERROR(check_output(fetch, "fetch"));
-    if (!fed.contains(fetch)) need(fetch.node(), fetch.name());
+    if (is_fed(fetch)) continue;
+    roots.push_back(fetch.name());
+    need(fetch.node(), static_cast<int>(roots.size()) - 1);
   }
   for (const Operation& target : targets) {
     if (!target.valid() || &target.node()->graph() != &graph) {
       return absl::InvalidArgumentError(
           "A target is empty or belongs to another graph");
     }
-    need(target.node(), target.name());
+    roots.push_back(target.name());
+    need(target.node(), static_cast<int>(roots.size()) - 1);
   }
-  while (!stack.empty()) {
-    const Node* node = stack.back();
-    stack.pop_back();
-    const std::string& why = needed_by[node->id()];
-    if (node->type() == "Placeholder") {
+  const OpDef* placeholder = OpRegistry::Global().Find("Placeholder");
+  int needed_ops = 0;
+  for (int id = n - 1; id >= 0; --id) {
+    const int root = needed_by[id];
+    if (root < 0) continue;
+    ++needed_ops;
+    const Node* node = graph.node(id);
+    if (&node->op_def() == placeholder) {
       return absl::InvalidArgumentError(
           absl::StrCat("You must feed a value for placeholder tensor '",
-                       node->name(), ":0' (needed by '", why, "')"));
+                       node->name(), ":0' (needed by '", roots[root], "')"));
     }
     for (const Output& in : node->inputs()) {
-      if (!fed.contains(in)) need(in.node(), why);
+      if (!is_fed(in)) need(in.node(), root);
     }
-    for (const Node* control : node->control_inputs()) need(control, why);
+    for (const Node* control : node->control_inputs()) need(control, root);
   }
 
-  // Node ids are a topological order: an op's inputs exist before it.
+  // The second pass, in id order: the steps, their slots and inputs. A
+  // step's inputs come from earlier steps, already seen. Feeds' slots
+  // follow every step's outputs, so their number is known only at the end:
+  // until then a fed input's slot is kept as -1 - its feed index.
   std::vector<int> step_of(n, -1);
+  std::vector<bool> defined;  // per output slot: its shape is fully defined
+  std::vector<bool> big;      // per slot: it may hold a big tensor
+  auto may_be_big = [](const TensorShape& shape) {
+    return !shape.IsFullyDefined() || shape.num_elements() >= kReleaseElements;
+  };
+  std::vector<bool> feed_defined(feeds.size());
+  for (const auto& [output, index] : fed) {
+    feed_defined[index] = output.shape().IsFullyDefined();
+  }
+  // Successors are known only once every later step was seen.
+  std::vector<absl::InlinedVector<int, 2>> successors(needed_ops);
+  plan->steps_.reserve(needed_ops);
+  plan->initial_pending_.resize(needed_ops);
   int slot = 0;
   for (int id = 0; id < n; ++id) {
-    if (needed[id] == nullptr) continue;
+    if (needed_by[id] < 0) continue;
     const Node* node = graph.node(id);
-    step_of[id] = static_cast<int>(plan->steps_.size());
-    plan->steps_.push_back(
+    const int s = static_cast<int>(plan->steps_.size());
+    step_of[id] = s;
+    Step& step = plan->steps_.emplace_back(
         Step{.node = node, .op = &node->op_def(), .first_output_slot = slot});
+    step.static_cost = !step.op->async_kernel;
+    for (int out = 0; out < node->num_outputs(); ++out) {
+      const TensorShape& shape = node->output_shape(out);
+      defined.push_back(shape.IsFullyDefined());
+      big.push_back(may_be_big(shape));
+      step.static_cost = step.static_cost && defined.back();
+    }
     slot += node->num_outputs();
-    if (node->op_def().async_kernel) {
-      if (dynamic_cast<const CoroutineKernel*>(
-              node->op_def().async_kernel.get()) == nullptr) {
+    if (step.op->async_kernel) {
+      if (dynamic_cast<const CoroutineKernel*>(step.op->async_kernel.get()) ==
+          nullptr) {
         return absl::InvalidArgumentError(
             absl::StrCat("Op '", node->name(), "' (", node->type(),
                          ") has an async kernel that is not a CoroutineKernel "
@@ -115,51 +152,65 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
       }
       plan->has_async_ = true;
     }
+    step.first_input = static_cast<int>(plan->input_slots_.size());
+    step.num_inputs = node->num_inputs();
+    absl::InlinedVector<int, 8> predecessors;
+    for (const Output& in : node->inputs()) {
+      if (!fed.empty()) {
+        if (auto it = fed.find(in); it != fed.end()) {
+          plan->input_slots_.push_back(-1 - it->second);
+          step.static_cost = step.static_cost && feed_defined[it->second];
+          continue;
+        }
+      }
+      const int from = step_of[in.node()->id()];
+      const int in_slot = plan->steps_[from].first_output_slot + in.index();
+      plan->input_slots_.push_back(in_slot);
+      step.static_cost = step.static_cost && defined[in_slot];
+      predecessors.push_back(from);
+    }
+    for (const Node* control : node->control_inputs()) {
+      predecessors.push_back(step_of[control->id()]);
+    }
+    if (predecessors.size() > 1) {
+      std::sort(predecessors.begin(), predecessors.end());
+      predecessors.erase(std::unique(predecessors.begin(), predecessors.end()),
+                         predecessors.end());
+    }
+    plan->initial_pending_[s] = static_cast<int>(predecessors.size());
+    for (int p : predecessors) successors[p].push_back(s);
+    if (predecessors.empty()) plan->roots_.push_back(s);
   }
   plan->first_feed_slot_ = slot;
   plan->num_slots_ = slot + static_cast<int>(feeds.size());
+  if (!fed.empty()) {
+    for (int& in : plan->input_slots_) {
+      if (in < 0) in = slot + (-1 - in);
+    }
+  }
+  big.resize(plan->num_slots_);
+  for (const auto& [output, index] : fed) {
+    big[slot + index] = may_be_big(output.shape());
+  }
   auto slot_of = [&](const Output& out) {
-    auto it = fed.find(out);
-    if (it != fed.end()) return plan->first_feed_slot_ + it->second;
+    if (!fed.empty()) {
+      auto it = fed.find(out);
+      if (it != fed.end()) return plan->first_feed_slot_ + it->second;
+    }
     return plan->steps_[step_of[out.node()->id()]].first_output_slot +
            out.index();
   };
-
+  auto outputs_of = [&](int s) {
+    const int end = s + 1 < plan->num_ops()
+                        ? plan->steps_[s + 1].first_output_slot
+                        : plan->first_feed_slot_;
+    return std::pair<int, int>(plan->steps_[s].first_output_slot, end);
+  };
   auto append = [&](IntList& list, absl::Span<const int> values) {
     list.first = static_cast<int>(plan->lists_.size());
     list.size = static_cast<int>(values.size());
     plan->lists_.insert(plan->lists_.end(), values.begin(), values.end());
   };
-  // Successors are known only once every later step was seen.
-  std::vector<absl::InlinedVector<int, 2>> successors(plan->steps_.size());
-  plan->initial_pending_.resize(plan->steps_.size());
-  for (int s = 0; s < plan->num_ops(); ++s) {
-    Step& step = plan->steps_[s];
-    step.first_input = static_cast<int>(plan->input_slots_.size());
-    step.num_inputs = step.node->num_inputs();
-    step.static_cost = !step.op->async_kernel;
-    for (const Output& in : step.node->inputs()) {
-      step.static_cost = step.static_cost && in.shape().IsFullyDefined();
-    }
-    for (int out = 0; out < step.node->num_outputs(); ++out) {
-      step.static_cost =
-          step.static_cost && step.node->output_shape(out).IsFullyDefined();
-    }
-    absl::InlinedVector<int, 8> predecessors;
-    for (const Output& in : step.node->inputs()) {
-      plan->input_slots_.push_back(slot_of(in));
-      if (!fed.contains(in)) predecessors.push_back(step_of[in.node()->id()]);
-    }
-    for (const Node* control : step.node->control_inputs()) {
-      predecessors.push_back(step_of[control->id()]);
-    }
-    std::sort(predecessors.begin(), predecessors.end());
-    predecessors.erase(std::unique(predecessors.begin(), predecessors.end()),
-                       predecessors.end());
-    plan->initial_pending_[s] = static_cast<int>(predecessors.size());
-    for (int p : predecessors) successors[p].push_back(s);
-    if (predecessors.empty()) plan->roots_.push_back(s);
-  }
   plan->num_inputs_ = static_cast<int>(plan->input_slots_.size());
   for (int s = 0; s < plan->num_ops(); ++s) {
     append(plan->steps_[s].successors, successors[s]);
@@ -184,20 +235,6 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
       taken[slot] = true;
     }
   }
-  // Which slots may hold big tensors, from the shapes known at build time.
-  std::vector<bool> big(plan->num_slots_, false);
-  auto may_be_big = [](const TensorShape& shape) {
-    return !shape.IsFullyDefined() || shape.num_elements() >= kReleaseElements;
-  };
-  for (const Step& step : plan->steps_) {
-    for (int out = 0; out < step.node->num_outputs(); ++out) {
-      big[step.first_output_slot + out] =
-          may_be_big(step.node->output_shape(out));
-    }
-  }
-  for (const auto& [output, index] : fed) {
-    big[plan->first_feed_slot_ + index] = may_be_big(output.shape());
-  }
   // Readers per slot: the big slots' counts of a run start there (plus one
   // when fetched); a small slot with one reader is dropped by it.
   std::vector<int> readers(plan->num_slots_, 0);
@@ -208,7 +245,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   for (int slot = 0; slot < plan->num_slots_; ++slot) {
     if (big[slot]) plan->slot_uses_[slot] = readers[slot] + fetched[slot];
   }
-  for (Step& step : plan->steps_) {
+  for (int s = 0; s < plan->num_ops(); ++s) {
+    Step& step = plan->steps_[s];
     absl::InlinedVector<int, 4> release, drop, dead;
     const absl::Span<const int> input_slots = plan->InputSlots(step);
     for (size_t i = 0; i < input_slots.size(); ++i) {
@@ -223,9 +261,9 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
         drop.push_back(in);
       }
     }
-    for (int out = 0; out < step.node->num_outputs(); ++out) {
-      const int slot = step.first_output_slot + out;
-      if (big[slot] && plan->slot_uses_[slot] == 0) dead.push_back(slot);
+    const auto [first_out, end_out] = outputs_of(s);
+    for (int out = first_out; out < end_out; ++out) {
+      if (big[out] && plan->slot_uses_[out] == 0) dead.push_back(out);
     }
     append(step.release_inputs, release);
     append(step.drop_inputs, drop);
