@@ -201,6 +201,34 @@ TEST(SessionBadInput, FetchThatNeedsAnUnfedPlaceholderNamesIt) {
   EXPECT_NE(status.message().find("y:0"), absl::string_view::npos) << status;
 }
 
+// Of several fetches and targets that need the placeholder, the message
+// names the first one given, whichever of them depends on the others.
+TEST(SessionBadInput, AnUnfedPlaceholderIsNamedWithTheFirstFetchNeedingIt) {
+  AffineGraph graph;
+  Output z = ops::Neg(graph.g, graph.y, "z");
+  Output x_negated = ops::Neg(graph.g, graph.x, "x_negated");
+  Operation target = ops::NoOp(graph.g, {Operation(z.node())}, "after_z");
+  Session session(graph.g, TestRuntime());
+  struct Case {
+    RunArgs args;
+    std::string named;
+  };
+  const Case cases[] = {
+      {{.fetches = {graph.y, z}}, "needed by 'y:0'"},
+      {{.fetches = {z, graph.y}}, "needed by 'z:0'"},
+      {{.targets = {target}}, "needed by 'after_z'"},
+      {{.fetches = {z}, .targets = {target}}, "needed by 'z:0'"},
+      {{.fetches = {graph.y, x_negated}}, "needed by 'y:0'"},
+      {{.fetches = {x_negated, graph.y}}, "needed by 'x_negated:0'"},
+  };
+  for (const Case& c : cases) {
+    absl::Status status = RunStatus(session, c.args);
+    ExpectInvalidNaming(status, "placeholder tensor 'x:0'");
+    EXPECT_NE(status.message().find(c.named), absl::string_view::npos)
+        << status;
+  }
+}
+
 TEST(SessionBadInput, TensorFedTwiceIsRejected) {
   AffineGraph graph;
   Session session(graph.g, TestRuntime());
