@@ -81,25 +81,34 @@ Node* Graph::AddNode(NodeSpec spec) {
     if (absl::Status s = shape.Validate(); !s.ok()) fail(s);
   }
 
-  auto node = std::make_unique<Node>();
-  node->id_ = static_cast<int>(nodes_.size());
+  if (num_nodes_ == static_cast<int>(node_chunks_.size()) * kNodeChunkSize) {
+    node_chunks_.push_back(std::make_unique<Node[]>(kNodeChunkSize));
+  }
+  // Every field is assigned, not appended to: a slot an earlier AddNode
+  // began to fill and then threw out of (an allocation failing) is reused.
+  Node* node = this->node(num_nodes_);
+  node->id_ = num_nodes_;
   node->name_ = UniqueName(shown_name);
   node->op_def_ = def;
   node->graph_ = this;
-  node->inputs_ = std::move(spec.inputs);
+  node->inputs_.assign(spec.inputs.begin(), spec.inputs.end());
+  node->control_inputs_.clear();
   for (const Operation& control : spec.control_inputs) {
     node->control_inputs_.push_back(control.node());
   }
-  node->output_dtypes_ = std::move(inference.output_dtypes());
-  node->output_shapes_ = std::move(inference.output_shapes());
+  node->output_dtypes_.assign(inference.output_dtypes().begin(),
+                              inference.output_dtypes().end());
+  node->output_shapes_.assign(
+      std::make_move_iterator(inference.output_shapes().begin()),
+      std::make_move_iterator(inference.output_shapes().end()));
   node->attrs_ = std::move(spec.attrs);
+  node->attr_list_.clear();
   for (const auto& [key, value] : node->attrs_) {
     node->attr_list_.emplace_back(key, &value);
   }
-  Node* raw = node.get();
-  by_name_[raw->name_] = raw;
-  nodes_.push_back(std::move(node));
-  return raw;
+  by_name_[node->name_] = node;
+  ++num_nodes_;
+  return node;
 }
 
 Node* Graph::FindNode(absl::string_view name) const {

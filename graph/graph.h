@@ -133,10 +133,13 @@ class Node {
   std::string name_;
   const OpDef* op_def_ = nullptr;
   Graph* graph_ = nullptr;
-  std::vector<Output> inputs_;
+  // Inline for the common counts: a graph of 10,000 ops no longer fits the
+  // cache, and each heap block of a Node is one more miss when a plan is
+  // built from it or the graph is freed.
+  absl::InlinedVector<Output, 2> inputs_;
   std::vector<Node*> control_inputs_;
-  std::vector<DType> output_dtypes_;
-  std::vector<TensorShape> output_shapes_;
+  absl::InlinedVector<DType, 4> output_dtypes_;
+  absl::InlinedVector<TensorShape, 1> output_shapes_;
   AttrMap attrs_;
   // attrs_' entries, in no particular order; they point into attrs_, which
   // never changes once the node is added (so Node is not copyable).
@@ -168,8 +171,10 @@ class Graph {
   void Finalize() { finalized_ = true; }
   bool finalized() const { return finalized_; }
 
-  int num_nodes() const { return static_cast<int>(nodes_.size()); }
-  Node* node(int id) const { return nodes_[id].get(); }
+  int num_nodes() const { return num_nodes_; }
+  Node* node(int id) const {
+    return &node_chunks_[id >> kNodeChunkBits][id & (kNodeChunkSize - 1)];
+  }
 
   // nullptr when no op has that name.
   Node* FindNode(absl::string_view name) const;
@@ -192,7 +197,14 @@ class Graph {
  private:
   std::string UniqueName(absl::string_view requested);
 
-  std::vector<std::unique_ptr<Node>> nodes_;
+  // Nodes live in chunks of kNodeChunkSize, in id order, rather than one
+  // heap block each: one allocation per chunk, and the passes over a graph
+  // (planning a run, freeing it) read memory in order. A chunk is never
+  // moved, so a Node* stays valid. Slots past num_nodes_ hold no op.
+  static constexpr int kNodeChunkBits = 6;
+  static constexpr int kNodeChunkSize = 1 << kNodeChunkBits;
+  std::vector<std::unique_ptr<Node[]>> node_chunks_;
+  int num_nodes_ = 0;
   absl::flat_hash_map<std::string, Node*> by_name_;
   absl::flat_hash_map<std::string, int> name_counters_;
   absl::flat_hash_map<std::string, std::vector<Node*>> collections_;
