@@ -1,8 +1,10 @@
 // PoolExecutor: the executor of a Runtime's thread pool. It is the pool's
-// io_context executor, with one addition: after it hands a function to the
-// pool it bumps a counter (PoolWorkCounter), so that pool threads spinning
-// for new work see it by reading one atomic, without taking the scheduler's
-// lock and without being woken through a futex (see runtime.cc).
+// io_context executor, with one addition: when the pool's threads spin for
+// work (RuntimeOptions::spin_before_sleep), after it hands a function to
+// the pool it bumps a counter (PoolWorkCounter), so that a spinning thread
+// sees it by reading one atomic, without taking the scheduler's lock and
+// without being woken through a futex (see runtime.cc). Without a spin the
+// counter is null and it is the io_context executor.
 //
 // It is an Asio standard executor: every property the io_context executor
 // supports (blocking, relationship, outstanding_work, allocator, context) is
@@ -44,7 +46,9 @@ class BasicPoolExecutor {
   template <typename Function>
   void execute(Function&& f) const {
     inner_.execute(std::forward<Function>(f));
-    counter_->handed.fetch_add(1, std::memory_order_release);
+    if (counter_ != nullptr) {  // null: the pool's threads do not spin
+      counter_->handed.fetch_add(1, std::memory_order_release);
+    }
   }
 
   template <typename Property>

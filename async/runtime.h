@@ -6,10 +6,11 @@
 // threads (work already queued runs first).
 //
 // The pool is an io_context run by num_threads() threads of the Runtime's
-// own. A thread that runs out of work spins for new work for a while
-// (RuntimeOptions::spin_before_sleep) before it sleeps in the io_context:
-// work handed to a spinning thread starts without a wake-up, which costs
-// tens of microseconds on a VM (see the README's performance section).
+// own. A thread that runs out of work may spin for new work for a while
+// (RuntimeOptions::spin_before_sleep, off by default) before it sleeps in
+// the io_context: work handed to a spinning thread starts without a
+// wake-up, which costs tens of microseconds on a VM (see the README's
+// performance section, which also shows what it costs others).
 //
 // Thread safety: thread-safe.
 #ifndef COSESSION_ASYNC_RUNTIME_H_
@@ -58,11 +59,16 @@ struct RuntimeOptions {
   bool pin_threads = false;
   // How long a pool thread that ran out of work watches for more before it
   // sleeps (0: it sleeps at once); one thread at a time watches, the others
-  // sleep. Work handed to a watching thread starts without a wake-up; the
-  // price is that CPU time, spent only right after the pool was busy.
-  // Runtime::Default() takes it from COSESSION_POOL_SPIN_US when that is
-  // set.
-  std::chrono::microseconds spin_before_sleep{50};
+  // sleep. Work handed to a watching thread starts without a wake-up, which
+  // pays where the pool's work comes in quick succession from one caller
+  // (the split products of a training step: BM_Train_MLP 1.34 -> 1.20 x its
+  // two-thread baseline). Off by default, because the sleeping threads are
+  // still woken by the io_context for each hand-off and then meet the
+  // watching one on its lock: where a producer and a consumer trade work
+  // (a Prefetch stage, the batcher) it costs more than it saves
+  // (BM_Pipeline_Stages +62 -> +128 ns an element). Runtime::Default()
+  // takes it from COSESSION_POOL_SPIN_US when that is set.
+  std::chrono::microseconds spin_before_sleep{0};
 };
 
 // The longest spin_before_sleep COSESSION_POOL_SPIN_US may ask for (1 s).
@@ -99,16 +105,18 @@ class Runtime : public ParallelRunner {
   // share them evenly; set COSESSION_PIN_THREADS=0 where bound threads of
   // other programs, or latency-critical work, share this process's CPUs. A
   // value other than 0 or 1 is reported on stderr once, and binds. Its
-  // threads spin for work as RuntimeOptions' default says, or for
-  // COSESSION_POOL_SPIN_US microseconds (0: never; for processes that share
-  // their CPUs with other busy processes, where a spinning thread takes CPU
-  // time the others could use); an invalid value is reported on stderr once
-  // and the default is kept.
+  // threads spin for work as RuntimeOptions' default says (they do not), or
+  // for COSESSION_POOL_SPIN_US microseconds (for a training process with
+  // CPUs of its own); an invalid value is reported on stderr once and the
+  // default is kept.
   static Runtime& Default();
 
   using executor_type = PoolExecutor;
   executor_type executor() {
-    return PoolExecutor(context_.get_executor(), &handed_);
+    // Without a spin nobody watches the count: hand-offs skip it.
+    return PoolExecutor(
+        context_.get_executor(),
+        options_.spin_before_sleep.count() > 0 ? &handed_ : nullptr);
   }
   int num_threads() const { return num_threads_; }
   int64_t inline_cost_threshold() const {
