@@ -362,11 +362,13 @@ class RunState : public std::enable_shared_from_this<RunState> {
       Complete();
       return;
     }
-    if (slot.is_connected()) {
-      slot.assign([self = shared_from_this()](asio::cancellation_type) {
-        self->Stop(absl::CancelledError("Run was cancelled"));
-      });
-    }
+    // The caller's cancellation handler is installed only when work leaves
+    // this thread (Share). Until then the run is on the thread that started
+    // it, where the caller's signal cannot be emitted (Asio emits a slot's
+    // signal on the handler's executor, never during the initiation), so a
+    // run that completes here never needs one -- and saves installing and
+    // clearing it, a reference to this RunState taken and dropped.
+    caller_slot_ = slot;
     if (timeout.has_value()) {
       deadline_set_ = true;
       StartDeadline(*timeout);
@@ -657,10 +659,19 @@ class RunState : public std::enable_shared_from_this<RunState> {
     return count.fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
 
-  // Before the first hand-off of work to another thread.
+  // Before the first hand-off of work to another thread; the first call is
+  // on the thread that started the run, inside Start.
   void Share() {
     if (!shared_.load(std::memory_order_relaxed)) {
       shared_.store(true, std::memory_order_relaxed);
+      // Before the post that lets another thread in, which may complete the
+      // run, and PostToHandler clear the slot, at any time after it.
+      if (caller_slot_.is_connected()) {
+        caller_slot_.assign(
+            [self = shared_from_this()](asio::cancellation_type) {
+              self->Stop(absl::CancelledError("Run was cancelled"));
+            });
+      }
     }
   }
 
@@ -795,6 +806,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
   std::atomic<int> remaining_;  // steps not finished yet
   // Set once work was handed to another thread; see CountDown.
   std::atomic<bool> shared_{false};
+  // The caller's, from Start; read only by the first Share, on the starting
+  // thread.
+  asio::cancellation_slot caller_slot_;
   std::atomic<bool> stop_{false};
   RunDoneCallback done_;
 
