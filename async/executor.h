@@ -24,7 +24,10 @@
 // deadline (RunOptions::timeout) stops scheduling; ops already running finish
 // (synchronous kernels may poll KernelContext::stop_requested()), async
 // kernels get terminal cancellation, and the run completes with the first
-// cause: the kernel's error, Cancelled or DeadlineExceeded.
+// cause: the kernel's error, Cancelled or DeadlineExceeded. `slot` gets its
+// handler when the run first hands work to another thread: as for any Asio
+// initiating function, its signal must not be emitted during Execute, so a
+// run that completes inside Execute never installs one.
 //
 // Completion: `done` is called exactly once, on whichever thread finished the
 // last op -- possibly inline, inside Execute. Callers that owe a completion to
