@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -53,6 +54,10 @@ absl::StatusOr<std::shared_ptr<SummaryWriter>> SummaryWriter::Create(
     std::string logdir, SummaryWriterOptions options) {
   if (logdir.empty()) {
     return absl::InvalidArgumentError("SummaryWriter: logdir is empty");
+  }
+  if (options.max_pending == 0) {
+    return absl::InvalidArgumentError(
+        "SummaryWriter: max_pending must be at least 1, got 0");
   }
   if (options.flush_every <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
@@ -155,14 +160,29 @@ void SummaryWriter::AddEvent(Event event) {
 }
 
 void SummaryWriter::Enqueue(Pending pending) {
+  // The writer thread wakes at max_queue events, or sooner when the queue's
+  // bound is lower: it must wake before adders wait for room.
+  const size_t wake_at = std::min(options_.max_queue, options_.max_pending);
   bool wake = false;
   {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    if (queue_.size() >= options_.max_pending && !close_requested_) {
+      ++adds_waiting_;
+      room_.wait(lock, [&] {
+        return queue_.size() < options_.max_pending || close_requested_;
+      });
+      --adds_waiting_;
+    }
     if (close_requested_) return;  // documented: dropped after Close
     queue_.push_back(std::move(pending));
-    wake = queue_.size() >= options_.max_queue;
+    wake = queue_.size() >= wake_at;
   }
   if (wake) wake_.notify_one();
+}
+
+size_t SummaryWriter::adds_waiting() const {
+  std::lock_guard lock(mu_);
+  return adds_waiting_;
 }
 
 void SummaryWriter::RequestFlush(bool close, Done done) {
@@ -177,6 +197,7 @@ void SummaryWriter::RequestFlush(bool close, Done done) {
   flush_done_.push_back(std::move(done));
   lock.unlock();
   wake_.notify_one();
+  if (close) room_.notify_all();  // blocked adders give up: dropped
 }
 
 absl::Status SummaryWriter::Flush() {
@@ -210,18 +231,22 @@ void SummaryWriter::WriterLoop() {
   using SteadyClock = std::chrono::steady_clock;
   const auto flush_every = absl::ToChronoNanoseconds(options_.flush_every);
   auto next_flush = SteadyClock::now() + flush_every;
+  const size_t wake_at = std::min(options_.max_queue, options_.max_pending);
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait_until(lock, next_flush, [&] {
       return close_requested_ || !flush_done_.empty() ||
-             queue_.size() >= options_.max_queue;
+             queue_.size() >= wake_at;
     });
     std::deque<Pending> batch = std::exchange(queue_, {});
     std::vector<Done> done = std::exchange(flush_done_, {});
     const bool closing = close_requested_;
     const bool failed = !status_.ok();
+    const bool adders_wait = adds_waiting_ > 0;
     lock.unlock();
+    if (adders_wait) room_.notify_all();
 
+    if (options_.on_batch && !batch.empty()) options_.on_batch(batch.size());
     if (!failed) WriteBatch(batch);
     batch.clear();  // release tensors before waking anyone
     if (closing || !done.empty() || SteadyClock::now() >= next_flush) {

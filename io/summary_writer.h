@@ -13,7 +13,13 @@
 // queue the event (a lock and a move; histogram bucketing is deferred too).
 // Each writer owns one background std::thread that encodes and writes the
 // queue when it holds max_queue events, when flush_every has passed (then
-// it also flushes the file to the OS), and on Flush/Close. A dedicated
+// it also flushes the file to the OS), and on Flush/Close. The queue is
+// bounded: an Add that finds max_pending events waiting blocks until the
+// writer thread takes them (as TensorFlow's FileWriter blocks its adders at
+// max_queue), so a stalled disk holds up the adders instead of growing
+// memory; no event is dropped for it (an Add still waiting when Close is
+// called is dropped, as an Add after Close is). on_batch must not add
+// events: it runs on the writer thread. A dedicated
 // thread, not the runtime's pool: file I/O never occupies a pool thread that
 // a step needs, and a blocking Flush() is safe from any thread, including
 // the pool's.
@@ -40,6 +46,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -62,8 +69,15 @@ struct SummaryWriterOptions {
   // TensorFlow's flush_secs: how often queued events reach the OS.
   absl::Duration flush_every = absl::Seconds(120);
   // TensorFlow's max_queue: the writer thread wakes up once this many events
-  // are queued (adding never blocks).
+  // are queued.
   size_t max_queue = 10;
+  // The bound of the queue: an Add that finds this many events waiting for
+  // the writer thread blocks until it took them. At least 1.
+  size_t max_pending = 1000;
+  // Called on the writer thread with the number of events of each batch it
+  // takes from the queue, before writing them (monitoring; a test holds the
+  // writer there).
+  std::function<void(size_t events)> on_batch{};
   // Appended to the file name.
   std::string filename_suffix{};
   // Where events' wall_time comes from; null = SystemClock().
@@ -125,6 +139,8 @@ class SummaryWriter {
 
   // The first write error so far (OK if none).
   absl::Status status() const;
+  // Adds blocked right now because max_pending events wait.
+  size_t adds_waiting() const;
 
  private:
   using Done = absl::AnyInvocable<void(absl::Status)>;
@@ -155,8 +171,10 @@ class SummaryWriter {
   std::FILE* file_;  // writer thread only (after construction)
 
   mutable std::mutex mu_;
-  std::condition_variable wake_;
+  std::condition_variable wake_;  // the writer thread waits on it
+  std::condition_variable room_;  // adders wait on it for room in queue_
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  size_t adds_waiting_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<Done> flush_done_ ABSL_GUARDED_BY(mu_);
   bool close_requested_ ABSL_GUARDED_BY(mu_) = false;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;  // the thread finished

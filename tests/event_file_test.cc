@@ -7,11 +7,15 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <cfloat>
 #include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <future>
+#include <mutex>
 #include <numeric>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "cosession/io/crc32c.h"
 #include "cosession/io/event_proto.h"
@@ -284,6 +288,131 @@ CO_TEST(EventFile, AsyncFlushCompletesOnTheCallersExecutorAfterWriting) {
   EXPECT_EQ(ReadEventsForTest(writer->path()).size(), 2u);
   absl::Status closed = co_await writer->AsyncClose(asio::use_awaitable);
   EXPECT_TRUE(closed.ok()) << closed;
+}
+
+// The writer thread held in on_batch after taking its first event, with
+// max_pending events queued behind it: the next Add waits (SummaryWriter's
+// queue is bounded), then every event reaches the file in order.
+class HeldWriter {
+ public:
+  explicit HeldWriter(const std::string& dir) {
+    writer_ = NewWriter(dir, {.flush_every = absl::Hours(1),
+                              .max_queue = 1,
+                              .max_pending = 4,
+                              .on_batch = [this](size_t events) {
+                                std::unique_lock lock(mu_);
+                                batches_.push_back(events);
+                                if (batches_.size() == 1) {
+                                  holding_.set_value();
+                                  cv_.wait(lock, [this] { return released_; });
+                                }
+                              }});
+  }
+  // A test that failed half-way must not leave the writer thread held nor
+  // the adder running.
+  ~HeldWriter() {
+    Release();
+    if (writer_ != nullptr) writer_->Close().IgnoreError();
+    if (adder_.joinable()) adder_.join();
+  }
+  // Waits (bounded) until the writer thread holds its first batch (the
+  // file-version event Create queued, alone, as nothing else was added);
+  // then queues events 0..3 (max_pending of them) behind it, adds event 4 on
+  // a thread of its own and waits (bounded) until that Add waits for room
+  // or has returned. False when the writer could not be made or held.
+  bool HoldThenFillAndAddOneMore() {
+    if (writer_ == nullptr ||
+        holding_.get_future().wait_for(std::chrono::seconds(20)) !=
+            std::future_status::ready) {
+      return false;
+    }
+    for (int i = 0; i < 4; ++i) writer_->AddScalar("x", i, i);
+    added_ = added_promise_.get_future();
+    adder_ = std::thread([this] {
+      writer_->AddScalar("x", 4, 4);
+      added_promise_.set_value();
+    });
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (writer_->adds_waiting() == 0 && !AddReturned() &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    return true;
+  }
+  bool AddReturned(std::chrono::seconds within = std::chrono::seconds(0)) {
+    return added_.wait_for(within) == std::future_status::ready;
+  }
+  void Release() {
+    std::lock_guard lock(mu_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  std::vector<size_t> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+  SummaryWriter& writer() { return *writer_; }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool released_ = false;
+  std::vector<size_t> batches_;
+  std::promise<void> holding_;
+  std::promise<void> added_promise_;
+  std::future<void> added_;
+  std::thread adder_;
+  std::shared_ptr<SummaryWriter> writer_;
+};
+
+TEST(EventFile, AnAddWaitsWhileMaxPendingEventsWaitAndNoEventIsLost) {
+  HeldWriter held(FreshTempDir("bounded"));
+  ASSERT_TRUE(held.HoldThenFillAndAddOneMore());
+  EXPECT_EQ(held.writer().adds_waiting(), 1u);
+  EXPECT_FALSE(held.AddReturned());
+
+  held.Release();
+  EXPECT_TRUE(held.AddReturned(std::chrono::seconds(20)));
+  ASSERT_TRUE(held.writer().Close().ok());
+  const std::vector<size_t> batches = held.batches();
+  ASSERT_GE(batches.size(), 2u);
+  EXPECT_EQ(batches[0], 1u);  // the file version
+  EXPECT_EQ(batches[1], 4u);  // the queue never held more than max_pending
+  auto scalars =
+      testing::ScalarsTagged(ReadEventsForTest(held.writer().path()), "x");
+  ASSERT_EQ(scalars.size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(scalars[i], std::make_pair(int64_t{i}, static_cast<float>(i)));
+  }
+}
+
+TEST(EventFile, CloseReleasesAnAddWaitingForRoomAndDropsItsEvent) {
+  HeldWriter held(FreshTempDir("bounded_close"));
+  ASSERT_TRUE(held.HoldThenFillAndAddOneMore());
+  ASSERT_EQ(held.writer().adds_waiting(), 1u);
+
+  // Close, while the writer thread is still held: the waiting Add returns.
+  std::future<absl::Status> closed =
+      std::async(std::launch::async, [&] { return held.writer().Close(); });
+  EXPECT_TRUE(held.AddReturned(std::chrono::seconds(20)));
+  held.Release();
+  ASSERT_EQ(closed.wait_for(std::chrono::seconds(20)),
+            std::future_status::ready);
+  EXPECT_TRUE(closed.get().ok());
+  auto scalars =
+      testing::ScalarsTagged(ReadEventsForTest(held.writer().path()), "x");
+  ASSERT_EQ(scalars.size(), 4u);  // 0..3; 4 was still waiting at Close
+  EXPECT_EQ(scalars[3], std::make_pair(int64_t{3}, 3.0f));
+}
+
+TEST(EventFile, AMaxPendingOfZeroIsInvalid) {
+  auto writer =
+      SummaryWriter::Create(FreshTempDir("zero_pending"), {.max_pending = 0});
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(writer.status().message().find("max_pending"), std::string::npos)
+      << writer.status();
 }
 
 TEST(EventFile, AddingFromManyThreadsLosesNothing) {
