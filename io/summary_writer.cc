@@ -103,6 +103,7 @@ SummaryWriter::SummaryWriter(std::string logdir, std::string path,
       path_(std::move(path)),
       options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : &SystemClock()),
+      wake_at_(std::min(options_.max_queue, options_.max_pending)),
       file_(file) {
   thread_ = std::thread([this] { WriterLoop(); });
 }
@@ -160,9 +161,6 @@ void SummaryWriter::AddEvent(Event event) {
 }
 
 void SummaryWriter::Enqueue(Pending pending) {
-  // The writer thread wakes at max_queue events, or sooner when the queue's
-  // bound is lower: it must wake before adders wait for room.
-  const size_t wake_at = std::min(options_.max_queue, options_.max_pending);
   bool wake = false;
   {
     std::unique_lock lock(mu_);
@@ -175,7 +173,7 @@ void SummaryWriter::Enqueue(Pending pending) {
     }
     if (close_requested_) return;  // documented: dropped after Close
     queue_.push_back(std::move(pending));
-    wake = queue_.size() >= wake_at;
+    wake = queue_.size() >= wake_at_;
   }
   if (wake) wake_.notify_one();
 }
@@ -231,12 +229,11 @@ void SummaryWriter::WriterLoop() {
   using SteadyClock = std::chrono::steady_clock;
   const auto flush_every = absl::ToChronoNanoseconds(options_.flush_every);
   auto next_flush = SteadyClock::now() + flush_every;
-  const size_t wake_at = std::min(options_.max_queue, options_.max_pending);
   std::unique_lock lock(mu_);
   while (true) {
     wake_.wait_until(lock, next_flush, [&] {
       return close_requested_ || !flush_done_.empty() ||
-             queue_.size() >= wake_at;
+             queue_.size() >= wake_at_;
     });
     std::deque<Pending> batch = std::exchange(queue_, {});
     std::vector<Done> done = std::exchange(flush_done_, {});

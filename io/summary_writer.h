@@ -168,6 +168,9 @@ class SummaryWriter {
   const std::string path_;
   const SummaryWriterOptions options_;
   Clock* const clock_;
+  // The writer thread wakes at max_queue events, or sooner when the queue's
+  // bound is lower: it must wake before adders wait for room.
+  const size_t wake_at_;
   std::FILE* file_;  // writer thread only (after construction)
 
   mutable std::mutex mu_;
