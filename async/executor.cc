@@ -324,12 +324,44 @@ class RunState : public std::enable_shared_from_this<RunState> {
   using Step = ExecutionPlan::Step;
   using InputPtrs = absl::Span<const Tensor* const>;
 
-  RunState(std::shared_ptr<const ExecutionPlan> plan,
+  // The state for a run of `plan`. A plan of kMinOpsToRecycle ops or more
+  // keeps the state of its last finished run (its spare): the run takes it
+  // when there is one, else makes a new one, and dropping the last
+  // reference gives it back (Recycle). A smaller plan's run makes its own
+  // state in one allocation, as the spare would save it less than it costs.
+  // Either way the run starts from the same values.
+  static std::shared_ptr<RunState> Make(
+      std::shared_ptr<const ExecutionPlan> plan,
+      std::shared_ptr<ResourceManager> resources, Runtime& runtime,
+      const RunOptions& options, RunDoneCallback done) {
+    if (plan->num_ops() < kMinOpsToRecycle) {
+      return std::make_shared<RunState>(PassKey(), std::move(plan),
+                                        std::move(resources), runtime, options,
+                                        std::move(done));
+    }
+    RunState* spare =
+        plan->spare_run_.exchange(nullptr, std::memory_order_acquire);
+    if (spare == nullptr) spare = new RunState(PassKey(), *plan);
+    spare->Begin(std::move(plan), std::move(resources), runtime, options,
+                 std::move(done));
+    // A new control block each run: enable_shared_from_this takes it, as
+    // the previous run's has no owner left (it expired before Recycle ran).
+    return std::shared_ptr<RunState>(spare, Recycle());
+  }
+
+  // Only Make constructs a state (make_shared needs a public constructor).
+  class PassKey {
+    friend class RunState;
+    PassKey() = default;
+  };
+
+  // A state for one run of `plan`, deleted after it (a small plan's).
+  RunState(PassKey, std::shared_ptr<const ExecutionPlan> plan,
            std::shared_ptr<ResourceManager> resources, Runtime& runtime,
            const RunOptions& options, RunDoneCallback done)
       : plan_(std::move(plan)),
         resources_(std::move(resources)),
-        runtime_(runtime),
+        runtime_(&runtime),
         trace_(options.trace_level >= RunOptions::kFullTrace),
         on_caller_thread_(options.inter_op_thread_pool == -1),
         slots_(plan_->num_slots_),
@@ -338,18 +370,17 @@ class RunState : public std::enable_shared_from_this<RunState> {
         slot_uses_(plan_->slot_uses_.size()),
         remaining_(plan_->num_ops()),
         done_(std::move(done)) {
-    for (size_t s = 0; s < pending_.size(); ++s) {
-      pending_[s].store(plan_->initial_pending_[s], std::memory_order_relaxed);
-    }
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      inputs_[i] = &slots_[plan_->input_slots_[i]];
-    }
-    for (size_t i = 0; i < slot_uses_.size(); ++i) {
-      slot_uses_[i].store(plan_->slot_uses_[i], std::memory_order_relaxed);
-    }
-    if (plan_->has_async_ops() || options.timeout.has_value()) {
-      strand_.emplace(asio::make_strand(runtime_.executor()));
-    }
+    PointInputsAtSlots(*plan_);
+    SetCounters(options);
+  }
+
+  // A state sized for runs of `plan`, to be recycled; Begin starts each run.
+  RunState(PassKey, const ExecutionPlan& plan)
+      : slots_(plan.num_slots_),
+        inputs_(plan.num_inputs_),
+        pending_(plan.steps_.size()),
+        slot_uses_(plan.slot_uses_.size()) {
+    PointInputsAtSlots(plan);
   }
 
   void Start(std::vector<Tensor> feed_values,
@@ -383,6 +414,90 @@ class RunState : public std::enable_shared_from_this<RunState> {
   }
 
  private:
+  // Below this many ops a run's state is not recycled: the spare's two
+  // atomic exchanges and separate control block cost more than the set-up
+  // of so few slots saves (README, "Performance": a 3-op run was slower
+  // with a spare, a 30-op run faster).
+  static constexpr int kMinOpsToRecycle = 8;
+
+  // What a run of a recycled state starts from. The rest already holds its
+  // starting value: empty slots, no status, no stop, unshared (Park).
+  void Begin(std::shared_ptr<const ExecutionPlan> plan,
+             std::shared_ptr<ResourceManager> resources, Runtime& runtime,
+             const RunOptions& options, RunDoneCallback done) {
+    plan_ = std::move(plan);
+    resources_ = std::move(resources);
+    runtime_ = &runtime;
+    trace_ = options.trace_level >= RunOptions::kFullTrace;
+    on_caller_thread_ = options.inter_op_thread_pool == -1;
+    remaining_.store(plan_->num_ops(), std::memory_order_relaxed);
+    done_ = std::move(done);
+    SetCounters(options);
+  }
+
+  // inputs_ points into slots_, which never move: set once per state.
+  void PointInputsAtSlots(const ExecutionPlan& plan) {
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      inputs_[i] = &slots_[plan.input_slots_[i]];
+    }
+  }
+
+  // The per-run counters from plan_, and the strand when the run needs one.
+  void SetCounters(const RunOptions& options) {
+    for (size_t s = 0; s < pending_.size(); ++s) {
+      pending_[s].store(plan_->initial_pending_[s], std::memory_order_relaxed);
+    }
+    for (size_t i = 0; i < slot_uses_.size(); ++i) {
+      slot_uses_[i].store(plan_->slot_uses_[i], std::memory_order_relaxed);
+    }
+    if (plan_->has_async_ops() || options.timeout.has_value()) {
+      strand_.emplace(asio::make_strand(runtime_->executor()));
+    }
+  }
+
+  // The deleter of Make's shared_ptr: runs when the last reference went,
+  // so nothing else can see the state. It returns every member Begin and
+  // the run set to its starting value and gives the state to its plan,
+  // unless the plan already keeps one.
+  struct Recycle {
+    void operator()(RunState* state) const noexcept { state->Park(); }
+  };
+
+  void Park() noexcept {
+    // Held to the end: the plan deletes its spare, possibly this one, when
+    // this is its last reference.
+    const std::shared_ptr<const ExecutionPlan> plan = std::move(plan_);
+    resources_.reset();
+    // Most slots are empty by now; a fetch that was copied, or a fed value
+    // that no op read, still holds its tensor.
+    for (Tensor& slot : slots_) {
+      if (slot.IsInitialized()) slot = Tensor();
+    }
+    done_ = nullptr;
+    caller_slot_ = asio::cancellation_slot();
+    // A status or stats were kept only by a run that stopped or traced.
+    if (trace_ || stopped()) {
+      std::lock_guard lock(mu_);
+      status_ = absl::OkStatus();
+      node_stats_.clear();
+    }
+    shared_.store(false, std::memory_order_relaxed);
+    stop_.store(false, std::memory_order_relaxed);
+    deadline_set_ = false;
+    async_started_.store(false, std::memory_order_relaxed);
+    deadline_.reset();  // before the strand its timer runs on
+    async_ops_.clear();
+    strand_.reset();
+    completed_ = false;
+    // The queue of big steps is empty (queued_, queue_head_ and drainers_
+    // back at their start): its last drainer emptied it before it let go.
+    RunState* none = nullptr;
+    if (!plan->spare_run_.compare_exchange_strong(
+            none, this, std::memory_order_release, std::memory_order_relaxed)) {
+      delete this;
+    }
+  }
+
   // The steps one thread will run, last first. A pool thread keeps at most
   // one expensive step in it, at the front so that the cheap ones run first;
   // `holds_expensive` remembers that across a pass, in which each finished
@@ -443,7 +558,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     if (!step.static_cost) return std::nullopt;
     const int64_t known = plan_->cost_cache_[s].load(std::memory_order_relaxed);
     if (known < 0) return std::nullopt;
-    return known >= runtime_.inline_cost_threshold();
+    return known >= runtime_->inline_cost_threshold();
   }
 
   bool IsExpensive(int s) {
@@ -468,7 +583,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     if (step.static_cost) {
       plan_->cost_cache_[s].store(cost, std::memory_order_relaxed);
     }
-    return cost >= runtime_.inline_cost_threshold();
+    return cost >= runtime_->inline_cost_threshold();
   }
 
   // Splits newly ready steps: cheap ones join `ready` (run on this thread),
@@ -502,7 +617,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
       ready.steps.push_back(s);
       return;
     }
-    if (!on_pool.has_value()) on_pool = runtime_.InPoolThread();
+    if (!on_pool.has_value()) on_pool = runtime_->InPoolThread();
     if (*on_pool && !ready.holds_expensive) {
       ready.holds_expensive = true;
       ready.steps.insert(ready.steps.begin(), s);  // after the cheap ones
@@ -522,13 +637,13 @@ class RunState : public std::enable_shared_from_this<RunState> {
     {
       std::lock_guard lock(queue_mu_);
       queued_.push_back(step);
-      to_post = std::min(runtime_.num_threads() - drainers_,
+      to_post = std::min(runtime_->num_threads() - drainers_,
                          static_cast<int>(queued_.size() - queue_head_));
       drainers_ += to_post;
     }
     if (to_post > 0) Share();
     for (int i = 0; i < to_post; ++i) {
-      asio::post(runtime_.executor(),
+      asio::post(runtime_->executor(),
                  [self = shared_from_this()] { self->Drain(); });
     }
   }
@@ -579,7 +694,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     InputPtrs inputs = Inputs(step);
     KernelContext ctx(*step.node, inputs,
                       slots_.data() + step.first_output_slot, *resources_,
-                      &stop_, &runtime_, step.exclusive_inputs);
+                      &stop_, runtime_, step.exclusive_inputs);
     const auto start = trace_ ? std::chrono::steady_clock::now()
                               : std::chrono::steady_clock::time_point();
     absl::Status status;
@@ -789,12 +904,14 @@ class RunState : public std::enable_shared_from_this<RunState> {
     done(std::move(result));
   }
 
-  const std::shared_ptr<const ExecutionPlan> plan_;
-  const std::shared_ptr<ResourceManager> resources_;
-  Runtime& runtime_;
-  const bool trace_;
+  // Set by Begin, for one run; the plan is dropped by Park (a spare kept
+  // by the plan must not keep it alive).
+  std::shared_ptr<const ExecutionPlan> plan_;
+  std::shared_ptr<ResourceManager> resources_;
+  Runtime* runtime_ = nullptr;
+  bool trace_ = false;
   // RunOptions::inter_op_thread_pool == -1: no op is handed to the pool.
-  const bool on_caller_thread_;
+  bool on_caller_thread_ = false;
   // slots_[i] is written by one op before it releases its successors
   // (acq_rel on pending_), and read only after.
   // Inline storage: a small plan's run state is a single allocation.
@@ -803,7 +920,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
   absl::FixedArray<const Tensor*, 8> inputs_;
   absl::FixedArray<std::atomic<int>, 8> pending_;
   absl::FixedArray<std::atomic<int>, 8> slot_uses_;
-  std::atomic<int> remaining_;  // steps not finished yet
+  std::atomic<int> remaining_{0};  // steps not finished yet
   // Set once work was handed to another thread; see CountDown.
   std::atomic<bool> shared_{false};
   // The caller's, from Start; read only by the first Share, on the starting
@@ -841,13 +958,17 @@ class RunState : public std::enable_shared_from_this<RunState> {
   int drainers_ ABSL_GUARDED_BY(queue_mu_) = 0;  // posted, not yet left
 };
 
+ExecutionPlan::~ExecutionPlan() {
+  delete spare_run_.load(std::memory_order_acquire);
+}
+
 void Execute(std::shared_ptr<const ExecutionPlan> plan,
              std::vector<Tensor> feed_values,
              std::shared_ptr<ResourceManager> resources, Runtime& runtime,
              const RunOptions& options, asio::cancellation_slot slot,
              RunDoneCallback done) {
-  auto state = std::make_shared<RunState>(std::move(plan), std::move(resources),
-                                          runtime, options, std::move(done));
+  std::shared_ptr<RunState> state = RunState::Make(
+      std::move(plan), std::move(resources), runtime, options, std::move(done));
   state->Start(std::move(feed_values), options.timeout, slot);
 }
 

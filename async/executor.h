@@ -29,6 +29,15 @@
 // initiating function, its signal must not be emitted during Execute, so a
 // run that completes inside Execute never installs one.
 //
+// Memory: a run's state (per op a tensor slot, an input pointer and two
+// counters, plus the run's own bookkeeping) is kept by its plan when the run
+// is over, emptied -- no tensor, feed, status or trace left in it -- and the
+// plan's next run starts from it instead of allocating and sizing a new one.
+// A plan keeps at most one (runs at the same time make their own); it goes
+// with the plan. Plans of fewer than 8 ops keep none: for so few ops the
+// hand-over costs more than it saves. Thread safety: a state is handed from a
+// finished run to the next with atomic exchanges, so any thread may run a plan.
+//
 // Completion: `done` is called exactly once, on whichever thread finished the
 // last op -- possibly inline, inside Execute. Callers that owe a completion to
 // an Asio handler post it themselves (see async/session.h).
@@ -51,6 +60,8 @@
 
 namespace cosession {
 
+class RunState;
+
 class ExecutionPlan {
  public:
   // InvalidArgument when a feed, fetch or target is empty or belongs to
@@ -66,6 +77,11 @@ class ExecutionPlan {
 
   int num_ops() const { return static_cast<int>(steps_.size()); }
   bool has_async_ops() const { return has_async_; }
+
+  ExecutionPlan() = default;
+  ExecutionPlan(const ExecutionPlan&) = delete;
+  ExecutionPlan& operator=(const ExecutionPlan&) = delete;
+  ~ExecutionPlan();
 
  private:
   friend class RunState;
@@ -156,6 +172,14 @@ class ExecutionPlan {
   int num_inputs_ = 0;  // of all steps
   int first_feed_slot_ = 0;
   bool has_async_ = false;
+  // The state of a run that finished, kept for this plan's next run: its
+  // arrays (a tensor slot, an input pointer and two counters per op) are
+  // sized and laid out for this plan, so a run that takes it skips making
+  // them. At most one is kept -- runs at the same time make their own --
+  // and it is deleted with the plan. Taken and given back with atomic
+  // exchanges (acquire / release), so a run on one thread may reuse the
+  // state of a run that finished on another.
+  mutable std::atomic<RunState*> spare_run_{nullptr};
 };
 
 using RunDoneCallback = absl::AnyInvocable<void(absl::StatusOr<RunOutputs>)>;

@@ -7,6 +7,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -564,6 +565,120 @@ TEST(Executor, APoolThreadKeepsOneExpensiveOpAndQueuesTheRest) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(events.runs("cheap_" + std::to_string(i)), 1) << i;
   }
+}
+
+// ---- A plan of 8 ops or more keeps the state of its last finished run for
+// its next run (async/executor.h): each run must start as if it were the
+// plan's first. The graphs below pad their fetches with Identity ops to
+// reach that size.
+
+// `x` through `n` Identity ops.
+Output ThroughIdentities(Graph& g, Output x, int n) {
+  for (int i = 0; i < n; ++i) x = ops::Identity(g, x);
+  return x;
+}
+
+// The failed run left a status, a stop flag and the trace of the op that
+// failed; the next run of the same plan sees none of them. Every op runs on
+// this thread and nothing else holds the failed run's state, so the second
+// run is given that state.
+TEST(Executor, ARunAfterAFailedTracedRunOfTheSamePlanStartsClean) {
+  TestEvents events;
+  Graph g;
+  Output p = ops::Placeholder(g, DType::kFloat, TensorShape{}, "p");
+  Output checked = ops::CheckNumerics(g, p, "p is not finite", "checked");
+  Output after = testing::TestCount(g, {checked}, {}, "after");
+  Output fetched = ThroughIdentities(g, after, 6);
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {fetched}};
+  args.options.trace_level = RunOptions::kFullTrace;
+  args.feeds = {{p, Tensor::Scalar(std::numeric_limits<float>::quiet_NaN())}};
+  absl::StatusOr<RunOutputs> failed = RunWithMetadataAndWait(session, args);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("p is not finite"),
+            absl::string_view::npos)
+      << failed.status();
+  args.feeds = {{p, Tensor::Scalar(1.0f)}};
+  absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(session, args);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  ASSERT_TRUE(outputs->values.at(0).IsInitialized());  // its ops all ran
+  EXPECT_EQ(outputs->values.at(0).scalar<float>(), 1.0f);
+  EXPECT_EQ(events.runs("after"), 1);
+  const auto& stats = outputs->metadata.step_stats.node_stats;
+  ASSERT_EQ(stats.size(), 8u);  // this run's eight ops, nothing older
+  EXPECT_EQ(stats[0].node_name, "checked");
+  EXPECT_EQ(stats[1].node_name, "after");
+}
+
+// The timed-out run left a deadline timer, a strand and a cancelled async
+// kernel (its state is given back once its last handler on the strand ran,
+// so the next run may or may not take it); the next run of the same plan
+// waits for its kernel again and completes.
+CO_TEST(Executor, ARunAfterATimedOutRunOfTheSamePlanCompletes) {
+  TestEvents events;
+  Graph g;
+  Output waiting = testing::TestWait(g, "waiting");
+  Session session(g, TestRuntime());
+  RunArgs args{.fetches = {ThroughIdentities(g, waiting, 7)}};
+  args.options.timeout = std::chrono::milliseconds(10);
+  auto timed_out = co_await session.Run(args, asio::use_awaitable);
+  EXPECT_EQ(timed_out.status().code(), absl::StatusCode::kDeadlineExceeded);
+  co_await AwaitStarted(events, 1);  // the first run's kernel
+  args.options.timeout.reset();
+  auto values = co_await (session.Run(args, asio::use_awaitable) &&
+                          ReleaseWhenAllStarted(events, 1));
+  CO_ASSERT_OK(values.status());
+  EXPECT_EQ(values->at(0).scalar<float>(), 1.0f);
+}
+
+// A fed tensor that no op of the run reads stays in its slot to the end of
+// the run; the finished run's state, kept by the plan, must not keep it:
+// the caller's tensor is the buffer's sole owner again after each run.
+TEST(Executor, AFinishedRunKeepsNoReferenceToItsFeeds) {
+  Graph g;
+  Output p = ops::Placeholder(g, DType::kFloat, TensorShape{4}, "p");
+  Output c = ThroughIdentities(g, ops::Const(g, 2.0f, "c"), 7);
+  Session session(g, TestRuntime());
+  Tensor fed = Tensor::FromVector<float>({0, 1, 2, 3});
+  for (int run = 0; run < 2; ++run) {  // a new state, then the plan's spare
+    {
+      absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(
+          session, {.fetches = {c}, .feeds = {{p, fed}}});
+      ASSERT_TRUE(outputs.ok()) << outputs.status();
+      EXPECT_EQ(outputs->values.at(0).scalar<float>(), 2.0f);
+    }
+    EXPECT_TRUE(fed.RefCountIsOne()) << "run " << run;
+  }
+}
+
+// Runs of one plan from two threads at once, each checking that its result
+// is its own feed's: states handed between runs on different threads carry
+// nothing from one run into another (and ThreadSanitizer sees the hand-off).
+TEST(Executor, ConcurrentRunsOfOnePlanEachGetTheirOwnResult) {
+  Graph g;
+  Output p = ops::Placeholder(g, DType::kFloat, TensorShape{}, "p");
+  Output doubled = ThroughIdentities(g, ops::Add(g, p, p, "doubled"), 7);
+  Session session(g, TestRuntime());
+  constexpr int kRunsPerThread = 200;
+  auto run_many = [&](float base, int& wrong) {
+    for (int i = 0; i < kRunsPerThread; ++i) {
+      const float value = base + static_cast<float>(i);
+      absl::StatusOr<RunOutputs> outputs = RunWithMetadataAndWait(
+          session,
+          {.fetches = {doubled}, .feeds = {{p, Tensor::Scalar(value)}}});
+      if (!outputs.ok() || outputs->values.at(0).scalar<float>() != 2 * value) {
+        ++wrong;
+      }
+    }
+  };
+  int wrong_a = 0;
+  int wrong_b = 0;
+  std::thread a([&] { run_many(0.0f, wrong_a); });
+  std::thread b([&] { run_many(1000.0f, wrong_b); });
+  a.join();
+  b.join();
+  EXPECT_EQ(wrong_a, 0);
+  EXPECT_EQ(wrong_b, 0);
 }
 
 }  // namespace
