@@ -904,8 +904,9 @@ class RunState : public std::enable_shared_from_this<RunState> {
     done(std::move(result));
   }
 
-  // Set by Begin, for one run; the plan is dropped by Park (a spare kept
-  // by the plan must not keep it alive).
+  // Set for one run, by the one-run constructor or by Begin; Park drops
+  // the plan and the resources (a spare kept by the plan must not keep
+  // the plan alive).
   std::shared_ptr<const ExecutionPlan> plan_;
   std::shared_ptr<ResourceManager> resources_;
   Runtime* runtime_ = nullptr;
