@@ -1,0 +1,141 @@
+// MaybeGzipFile (io/maybe_gzip_file.h): plain files pass through, gzip
+// streams (written by zlib, an encoder other than the reader's) come out
+// whole -- across any read-buffer size, over several members, with
+// trailing bytes ignored -- and every damage is DataLoss naming the file.
+#include "cosession/io/maybe_gzip_file.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/scratch_dir.h"
+#include "tests/test_files.h"
+
+namespace cosession::maybe_gzip_file_test {
+namespace {
+
+using testing::ReadBytes;
+using testing::ScratchDir;
+using testing::WriteFile;
+using testing::WriteGzip;
+
+// The whole file through Read calls of `read_size` bytes.
+absl::StatusOr<std::string> ReadAll(const std::string& path,
+                                    size_t buffer_bytes, size_t read_size) {
+  absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(path, buffer_bytes);
+  if (!file.ok()) return file.status();
+  std::string all;
+  std::string chunk(read_size, '\0');
+  while (true) {
+    absl::StatusOr<size_t> n = file->Read(chunk.data(), chunk.size());
+    if (!n.ok()) return n.status();
+    if (*n == 0) return all;
+    all.append(chunk.data(), *n);
+  }
+}
+
+// Text that compresses into several deflate blocks.
+std::string Rows(int n) {
+  std::string text;
+  for (int i = 0; i < n; ++i) {
+    text +=
+        std::to_string(i * 7919 % 1000003) + "," + std::to_string(i) + ",0.5\n";
+  }
+  return text;
+}
+
+TEST(MaybeGzipFile, GzipComesOutWholeForEveryBufferAndReadSize) {
+  ScratchDir dir;
+  const std::string path = dir / "rows.gz";
+  const std::string text = Rows(20000);
+  WriteGzip(path, text);
+  ASSERT_LT(ReadBytes(path).size(), text.size() / 2);
+  for (size_t buffer : {64, 1000, 1 << 16}) {
+    for (size_t read : {1, 777, 1 << 16, 1 << 20}) {
+      absl::StatusOr<std::string> got = ReadAll(path, buffer, read);
+      ASSERT_TRUE(got.ok()) << got.status() << " buffer " << buffer;
+      EXPECT_TRUE(*got == text)
+          << "buffer " << buffer << ", reads of " << read << ": " << got->size()
+          << " of " << text.size() << " bytes";
+    }
+  }
+}
+
+TEST(MaybeGzipFile, PlainBytesPassThroughEvenWhenTheyStartLikeGzip) {
+  ScratchDir dir;
+  for (const std::string& text : {std::string(), std::string("\x1f"),
+                                  std::string("\x1f\x8a rest"), Rows(3000)}) {
+    WriteFile(dir / "plain", text);
+    absl::StatusOr<std::string> got = ReadAll(dir / "plain", 64, 100);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, text);
+  }
+}
+
+TEST(MaybeGzipFile, ConcatenatedMembersReadAsOneStream) {
+  ScratchDir dir;
+  WriteGzip(dir / "a.gz", Rows(500));
+  WriteGzip(dir / "b.gz", "tail\n");
+  WriteGzip(dir / "empty.gz", "");
+  WriteFile(dir / "ab.gz", ReadBytes(dir / "a.gz") +
+                               ReadBytes(dir / "empty.gz") +
+                               ReadBytes(dir / "b.gz"));
+  absl::StatusOr<std::string> got = ReadAll(dir / "ab.gz", 100, 4096);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == Rows(500) + "tail\n");
+}
+
+TEST(MaybeGzipFile, BytesAfterTheLastMemberAreIgnoredAsZlibDoes) {
+  ScratchDir dir;
+  WriteGzip(dir / "a.gz", "kept\n");
+  WriteFile(dir / "padded.gz", ReadBytes(dir / "a.gz") + std::string(9, '\0'));
+  absl::StatusOr<std::string> got = ReadAll(dir / "padded.gz", 64, 4096);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "kept\n");
+}
+
+TEST(MaybeGzipFile, EveryTruncationIsDataLossNamingTheFile) {
+  ScratchDir dir;
+  WriteGzip(dir / "full.gz", Rows(300));
+  const std::string bytes = ReadBytes(dir / "full.gz");
+  const std::string path = dir / "cut.gz";
+  // Cut inside the header, the deflate data and the 8-byte trailer.
+  for (size_t keep : {size_t{2}, size_t{5}, size_t{12}, bytes.size() / 2,
+                      bytes.size() - 8, bytes.size() - 1}) {
+    WriteFile(path, bytes.substr(0, keep));
+    absl::StatusOr<std::string> got = ReadAll(path, 64, 4096);
+    ASSERT_FALSE(got.ok()) << "kept " << keep << " of " << bytes.size();
+    EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+    EXPECT_NE(got.status().message().find(path), absl::string_view::npos)
+        << got.status();
+  }
+}
+
+TEST(MaybeGzipFile, AWrongChecksumOrLengthIsDataLoss) {
+  ScratchDir dir;
+  WriteGzip(dir / "full.gz", Rows(300));
+  const std::string bytes = ReadBytes(dir / "full.gz");
+  // The trailer: CRC-32 (4 bytes), then the length modulo 2^32 (4 bytes).
+  for (size_t at : {bytes.size() - 8, bytes.size() - 1}) {
+    std::string damaged = bytes;
+    damaged[at] = static_cast<char>(damaged[at] ^ 0x01);
+    WriteFile(dir / "damaged.gz", damaged);
+    absl::StatusOr<std::string> got =
+        ReadAll(dir / "damaged.gz", 1 << 16, 4096);
+    EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+    EXPECT_NE(got.status().message().find("damaged.gz: corrupt gzip data"),
+              absl::string_view::npos)
+        << got.status();
+  }
+}
+
+TEST(MaybeGzipFile, AMissingFileIsNotFoundNamingIt) {
+  ScratchDir dir;
+  absl::StatusOr<MaybeGzipFile> file =
+      MaybeGzipFile::Open(dir / "absent.gz", 1 << 16);
+  EXPECT_TRUE(absl::IsNotFound(file.status())) << file.status();
+  EXPECT_NE(file.status().message().find("absent.gz"), absl::string_view::npos);
+}
+
+}  // namespace
+}  // namespace cosession::maybe_gzip_file_test
