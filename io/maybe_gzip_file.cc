@@ -1,6 +1,7 @@
 #include "cosession/io/maybe_gzip_file.h"
 
 #include <fcntl.h>
+#include <isa-l/crc.h>
 #include <isa-l/igzip_lib.h>
 #include <unistd.h>
 
@@ -14,12 +15,28 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace cosession {
 namespace {
 
 constexpr uint8_t kGzipMagic0 = 0x1f;
 constexpr uint8_t kGzipMagic1 = 0x8b;
+constexpr uint8_t kMethodDeflate = 8;
+// A member header's flags (RFC 1952, 2.3.1).
+constexpr uint8_t kFlagHeaderCrc = 0x02;
+constexpr uint8_t kFlagExtra = 0x04;
+constexpr uint8_t kFlagName = 0x08;
+constexpr uint8_t kFlagComment = 0x10;
+constexpr uint8_t kFlagsReserved = 0xe0;
+
+absl::Status Corrupt(const std::string& path, absl::string_view what) {
+  return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data: ", what));
+}
+
+absl::Status Truncated(const std::string& path) {
+  return Corrupt(path, "the stream is truncated");
+}
 
 const char* InflateErrorText(int code) {
   switch (code) {
@@ -29,10 +46,6 @@ const char* InflateErrorText(int code) {
       return "invalid deflate symbol";
     case ISAL_INVALID_LOOKBACK:
       return "a back-reference before the start of the data";
-    case ISAL_INVALID_WRAPPER:
-      return "invalid gzip header";
-    case ISAL_UNSUPPORTED_METHOD:
-      return "unsupported compression method";
     case ISAL_INCORRECT_CHECKSUM:
       return "CRC-32 or length mismatch";
     default:
@@ -89,12 +102,92 @@ struct MaybeGzipFile::Reader {
            next()[1] == kGzipMagic1;
   }
 
-  // Starts inflating a member at the buffered input.
-  void StartMember() {
-    if (inflater == nullptr) inflater = std::make_unique<inflate_state>();
-    isal_inflate_init(inflater.get());
-    inflater->crc_flag = ISAL_GZIP;  // parse the header, check the trailer
+  // Takes `n` (<= buffered()) bytes of a member's header off the input,
+  // adding them to the header's CRC.
+  void ConsumeHeader(size_t n) {
+    header_crc = crc32_gzip_refl(header_crc, next(), n);
+    begin += n;
+  }
+
+  // Takes `n` header bytes off the input, reading as needed.
+  absl::Status SkipHeaderBytes(size_t n, const std::string& path) {
+    while (n > 0) {
+      if (absl::Status s = FillTo(1, path); !s.ok()) return s;
+      if (buffered() == 0) return Truncated(path);
+      const size_t k = std::min(n, buffered());
+      ConsumeHeader(k);
+      n -= k;
+    }
+    return absl::OkStatus();
+  }
+
+  // Takes a zero-terminated header field (a name or comment) off the input.
+  absl::Status SkipHeaderString(const std::string& path) {
+    while (true) {
+      if (absl::Status s = FillTo(1, path); !s.ok()) return s;
+      if (buffered() == 0) return Truncated(path);
+      const void* zero = std::memchr(next(), 0, buffered());
+      if (zero != nullptr) {
+        ConsumeHeader(static_cast<const uint8_t*>(zero) - next() + 1);
+        return absl::OkStatus();
+      }
+      ConsumeHeader(buffered());
+    }
+  }
+
+  // Takes a member's header off the input and checks it as zlib does: the
+  // method is deflate, no reserved flag is set, and the header's CRC (when
+  // it has one) matches. The header is read here rather than by ISA-L,
+  // whose reading of a header split across input buffers differs from its
+  // reading of the same header whole (found by
+  // fuzz/maybe_gzip_file_fuzzer.cc).
+  absl::Status ReadMemberHeader(const std::string& path) {
+    if (absl::Status s = FillTo(10, path); !s.ok()) return s;
+    if (buffered() < 10) return Truncated(path);
+    const uint8_t method = next()[2];
+    const uint8_t flags = next()[3];
+    if (method != kMethodDeflate) {
+      return Corrupt(path, absl::StrCat("unsupported compression method ",
+                                        static_cast<int>(method)));
+    }
+    if ((flags & kFlagsReserved) != 0) {
+      return Corrupt(path, "invalid gzip header: reserved flags set");
+    }
+    header_crc = 0;
+    ConsumeHeader(10);
+    if ((flags & kFlagExtra) != 0) {
+      if (absl::Status s = FillTo(2, path); !s.ok()) return s;
+      if (buffered() < 2) return Truncated(path);
+      const size_t extra_bytes = next()[0] | (size_t{next()[1]} << 8);
+      ConsumeHeader(2);
+      if (absl::Status s = SkipHeaderBytes(extra_bytes, path); !s.ok()) {
+        return s;
+      }
+    }
+    for (uint8_t field : {kFlagName, kFlagComment}) {
+      if ((flags & field) == 0) continue;
+      if (absl::Status s = SkipHeaderString(path); !s.ok()) return s;
+    }
+    if ((flags & kFlagHeaderCrc) != 0) {
+      if (absl::Status s = FillTo(2, path); !s.ok()) return s;
+      if (buffered() < 2) return Truncated(path);
+      const uint32_t stored = next()[0] | (uint32_t{next()[1]} << 8);
+      if (stored != (header_crc & 0xffff)) {
+        return Corrupt(path, "header CRC mismatch");
+      }
+      begin += 2;
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads a member's header and starts inflating the deflate data after it
+  // (`inflater` allocated).
+  absl::Status StartMember(const std::string& path) {
     kind = Kind::kGzip;
+    if (absl::Status s = ReadMemberHeader(path); !s.ok()) return s;
+    isal_inflate_init(inflater.get());
+    inflater->crc_flag = ISAL_GZIP_NO_HDR_VER;  // check the trailer
+    return absl::OkStatus();
   }
 
   int fd;
@@ -103,6 +196,7 @@ struct MaybeGzipFile::Reader {
   size_t end = 0;
   bool eof = false;
   Kind kind = Kind::kUndecided;
+  uint32_t header_crc = 0;  // of the member header read so far
   std::unique_ptr<inflate_state> inflater;
 };
 
@@ -133,15 +227,16 @@ absl::StatusOr<size_t> MaybeGzipFile::Read(char* data, size_t size) {
   if (size == 0) return 0;
   if (r.kind == Reader::Kind::kUndecided) {
     if (absl::Status s = r.FillTo(2, path_); !s.ok()) return s;
-    try {
-      if (r.StartsGzipMember()) {
-        r.StartMember();
-      } else {
-        r.kind = Reader::Kind::kPlain;
+    if (r.StartsGzipMember()) {
+      try {
+        r.inflater = std::make_unique<inflate_state>();
+      } catch (const std::bad_alloc&) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(path_, ": cannot allocate the gzip inflater"));
       }
-    } catch (const std::bad_alloc&) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat(path_, ": cannot allocate the gzip inflater"));
+      if (absl::Status s = r.StartMember(path_); !s.ok()) return s;
+    } else {
+      r.kind = Reader::Kind::kPlain;
     }
   }
   if (r.kind == Reader::Kind::kEnded) return 0;
@@ -166,7 +261,7 @@ absl::StatusOr<size_t> MaybeGzipFile::Read(char* data, size_t size) {
         r.kind = Reader::Kind::kEnded;
         return 0;
       }
-      r.StartMember();
+      if (absl::Status s = r.StartMember(path_); !s.ok()) return s;
     }
     if (r.buffered() == 0) {
       if (absl::Status s = r.Fill(path_); !s.ok()) return s;
@@ -179,21 +274,14 @@ absl::StatusOr<size_t> MaybeGzipFile::Read(char* data, size_t size) {
     const size_t consumed = r.buffered() - inflater.avail_in;
     const size_t produced = want - inflater.avail_out;
     r.begin += consumed;
-    if (code < 0) {
-      return absl::DataLossError(
-          absl::StrCat(path_, ": corrupt gzip data: ", InflateErrorText(code)));
-    }
+    if (code < 0) return Corrupt(path_, InflateErrorText(code));
     if (produced > 0) return produced;
     if (inflater.block_state == ISAL_BLOCK_FINISH || consumed > 0) continue;
     // No progress: the inflater needs more input than is buffered.
-    if (r.eof) {
-      return absl::DataLossError(
-          absl::StrCat(path_, ": corrupt gzip data: the stream is truncated"));
-    }
+    if (r.eof) return Truncated(path_);
     if (r.buffered() == r.input.size()) {
       // A full buffer it takes nothing from: it cannot move on.
-      return absl::DataLossError(
-          absl::StrCat(path_, ": corrupt gzip data: ", InflateErrorText(0)));
+      return Corrupt(path_, InflateErrorText(0));
     }
     if (absl::Status s = r.Fill(path_); !s.ok()) return s;
   }

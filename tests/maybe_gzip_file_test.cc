@@ -1,10 +1,12 @@
 // MaybeGzipFile (io/maybe_gzip_file.h): plain files pass through, gzip
 // streams (written by zlib, an encoder other than the reader's) come out
 // whole -- across any read-buffer size, over several members, with
-// trailing bytes ignored -- and every damage is DataLoss naming the file.
+// trailing bytes ignored, whatever optional fields their headers carry --
+// and every damage is DataLoss naming the file.
 #include "cosession/io/maybe_gzip_file.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <string>
 
@@ -126,6 +128,77 @@ TEST(MaybeGzipFile, AWrongChecksumOrLengthIsDataLoss) {
     EXPECT_NE(got.status().message().find("damaged.gz: corrupt gzip data"),
               absl::string_view::npos)
         << got.status();
+  }
+}
+
+// A member whose header carries every optional field of RFC 1952 -- an
+// extra field of `extra_bytes`, a name, a comment, the header's CRC-16 --
+// around the deflate data and trailer of `plain_member` (a member written
+// by zlib with none of them). `flags` and `method` replace the header's.
+std::string MemberWithFullHeader(const std::string& plain_member,
+                                 size_t extra_bytes, uint8_t method = 8,
+                                 uint8_t extra_flags = 0) {
+  std::string header = plain_member.substr(0, 10);
+  header[2] = static_cast<char>(method);
+  header[3] = static_cast<char>(0x02 | 0x04 | 0x08 | 0x10 | extra_flags);
+  header += static_cast<char>(extra_bytes & 0xff);
+  header += static_cast<char>(extra_bytes >> 8);
+  header += std::string(extra_bytes, 'x');
+  header += std::string(150, 'n') + '\0';  // longer than a 64-byte buffer
+  header += std::string("a comment") + '\0';
+  const uLong crc = crc32(0, reinterpret_cast<const Bytef*>(header.data()),
+                          static_cast<uInt>(header.size()));
+  header += static_cast<char>(crc & 0xff);
+  header += static_cast<char>((crc >> 8) & 0xff);
+  return header + plain_member.substr(10);
+}
+
+TEST(MaybeGzipFile, HeaderFieldsAreSkippedAcrossEveryBufferSize) {
+  ScratchDir dir;
+  WriteGzip(dir / "plain.gz", Rows(200));
+  const std::string member = ReadBytes(dir / "plain.gz");
+  // Two members, so that the second header starts mid-buffer.
+  WriteFile(dir / "full.gz", MemberWithFullHeader(member, 700) +
+                                 MemberWithFullHeader(member, 0));
+  for (size_t buffer : {64, 1000, 1 << 16}) {
+    for (size_t read : {1, 777, 1 << 16}) {
+      absl::StatusOr<std::string> got = ReadAll(dir / "full.gz", buffer, read);
+      ASSERT_TRUE(got.ok()) << got.status() << " buffer " << buffer;
+      EXPECT_TRUE(*got == Rows(200) + Rows(200))
+          << "buffer " << buffer << ", reads of " << read;
+    }
+  }
+}
+
+TEST(MaybeGzipFile, AHeaderZlibRejectsIsDataLossForEveryBufferSize) {
+  ScratchDir dir;
+  WriteGzip(dir / "plain.gz", Rows(200));
+  const std::string member = ReadBytes(dir / "plain.gz");
+  std::string wrong_crc = MemberWithFullHeader(member, 300);
+  wrong_crc[10 + 2 + 300 + 151 + 10] ^= 0x01;  // the header's CRC
+  const struct {
+    std::string bytes;
+    std::string message;
+  } cases[] = {
+      {wrong_crc, "header CRC mismatch"},
+      {MemberWithFullHeader(member, 300, 8, 0x20),
+       "invalid gzip header: reserved flags set"},
+      {MemberWithFullHeader(member, 300, 7), "unsupported compression method"},
+      // An extra field longer than the file.
+      {member.substr(0, 3) + '\x04' + member.substr(4, 6) + "\xff\xff" +
+           member.substr(10),
+       "the stream is truncated"},
+  };
+  for (const auto& c : cases) {
+    WriteFile(dir / "bad.gz", c.bytes);
+    for (size_t buffer : {64, 1 << 16}) {
+      absl::StatusOr<std::string> got = ReadAll(dir / "bad.gz", buffer, 4096);
+      EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+      EXPECT_NE(got.status().message().find("bad.gz: corrupt gzip data: " +
+                                            c.message),
+                absl::string_view::npos)
+          << got.status() << ", buffer " << buffer;
+    }
   }
 }
 
