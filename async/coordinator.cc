@@ -4,6 +4,7 @@
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/channel_error.hpp>
 #include <boost/asio/io_context.hpp>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "cosession/async/pool_executor.h"
 #include "cosession/async/status_from_exception.h"
+#include "cosession/async/timer_executor.h"
 
 namespace cosession {
 namespace detail {
@@ -316,13 +318,15 @@ struct CoordinatorState
     }
     if (is_stopped && !join->timer) {
       join->timer = std::make_unique<asio::steady_timer>(
-          strand, std::chrono::duration_cast<asio::steady_timer::duration>(
-                      join->grace));
-      join->timer->async_wait([self = shared_from_this(),
-                               id = join->id](boost::system::error_code ec) {
-        if (ec) return;
-        if (self->join && self->join->id == id) self->FinishJoin();
-      });
+          TimerExecutor(),
+          std::chrono::duration_cast<asio::steady_timer::duration>(
+              join->grace));
+      join->timer->async_wait(asio::bind_executor(
+          strand, [self = shared_from_this(),
+                   id = join->id](boost::system::error_code ec) {
+            if (ec) return;
+            if (self->join && self->join->id == id) self->FinishJoin();
+          }));
     }
   }
 
@@ -393,7 +397,7 @@ asio::awaitable<absl::Status> LoopTask(std::shared_ptr<CoordinatorState> state,
                                        std::string name,
                                        std::chrono::nanoseconds interval,
                                        std::function<absl::Status()> fn) {
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+  asio::steady_timer timer(TimerExecutor());
   const auto period =
       std::chrono::duration_cast<asio::steady_timer::duration>(interval);
   while (!state->stop_flag.load(std::memory_order_acquire)) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/async/async_kernel.h"
 #include "cosession/async/status_from_exception.h"
+#include "cosession/async/timer_executor.h"
 #include "cosession/graph/status.h"
 
 namespace cosession {
@@ -485,7 +487,7 @@ class RunState : public std::enable_shared_from_this<RunState> {
     stop_.store(false, std::memory_order_relaxed);
     deadline_set_ = false;
     async_started_.store(false, std::memory_order_relaxed);
-    deadline_.reset();  // before the strand its timer runs on
+    deadline_.reset();  // before the strand its wait completes on
     async_ops_.clear();
     strand_.reset();
     completed_ = false;
@@ -533,16 +535,16 @@ class RunState : public std::enable_shared_from_this<RunState> {
   void StartDeadline(std::chrono::nanoseconds timeout) {
     asio::dispatch(*strand_, [self = shared_from_this(), timeout] {
       if (self->stopped() || self->completed_) return;
-      self->deadline_.emplace(*self->strand_, timeout);
-      self->deadline_->async_wait(
-          [self, timeout](boost::system::error_code ec) {
+      self->deadline_.emplace(TimerExecutor(), timeout);
+      self->deadline_->async_wait(asio::bind_executor(
+          *self->strand_, [self, timeout](boost::system::error_code ec) {
             if (ec) return;  // cancelled: the run finished first
             self->Stop(absl::DeadlineExceededError(absl::StrCat(
                 "Run exceeded its timeout of ",
                 std::chrono::duration_cast<std::chrono::milliseconds>(timeout)
                     .count(),
                 " ms")));
-          });
+          }));
     });
   }
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 #include <vector>
@@ -10,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "cosession/async/timer_executor.h"
 #include "cosession/graph/ops.h"
 
 namespace cosession {
@@ -94,7 +94,7 @@ WorkerSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
   }
   auto session = std::make_unique<Session>(graph, runtime, shared_resources_);
   if (scaffold_.ready_op.valid()) {
-    asio::steady_timer timer(co_await asio::this_coro::executor);
+    asio::steady_timer timer(TimerExecutor());
     const auto deadline = std::chrono::steady_clock::now() + options_.max_wait;
     while (true) {
       RunArgs args;

@@ -6,6 +6,7 @@
 #include <boost/asio/use_awaitable.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/async/timer_executor.h"
 
 namespace cosession {
 namespace {
@@ -51,7 +52,7 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
   };
   int64_t last_logged_step = 0;
   bool logged = false;
-  asio::steady_timer timer(co_await asio::this_coro::executor);
+  asio::steady_timer timer(TimerExecutor());
   while (true) {
     if (state.cancelled() != asio::cancellation_type::none)
       co_return cancelled();

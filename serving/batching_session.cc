@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cosession/async/status_from_exception.h"
+#include "cosession/async/timer_executor.h"
 #include "cosession/graph/status.h"
 
 namespace cosession {
@@ -134,7 +135,7 @@ struct BatchingState : std::enable_shared_from_this<BatchingState> {
         options(std::move(o)),
         capacity_rows(options.max_enqueued_batches * options.max_batch_size),
         strand(asio::make_strand(s.runtime().executor())),
-        close_timer(strand) {
+        close_timer(TimerExecutor()) {
     for (const auto& [name, t] : signature.inputs) {
       input_tensors.push_back(t.tensor);
     }
@@ -304,8 +305,9 @@ bool BatchingState::Enqueue(std::shared_ptr<Request> request) {
   request->in_queue = true;
   queued_rows += request->rows;
   if (request->deadline) {
-    request->deadline_timer.emplace(strand, *request->deadline);
-    request->deadline_timer->async_wait(
+    request->deadline_timer.emplace(TimerExecutor(), *request->deadline);
+    request->deadline_timer->async_wait(asio::bind_executor(
+        strand,
         [self = shared_from_this(),
          weak = std::weak_ptr<Request>(request)](boost::system::error_code ec) {
           if (ec) return;
@@ -314,7 +316,7 @@ bool BatchingState::Enqueue(std::shared_ptr<Request> request) {
                                  "the request's deadline passed while it was "
                                  "queued or its batch ran"));
           }
-        });
+        }));
   }
   queue.push_back(std::move(request));
   return true;
@@ -360,12 +362,12 @@ void BatchingState::ArmCloseTimer(SteadyClock::time_point at) {
   if (close_timer_at == at) return;
   close_timer_at = at;
   close_timer.expires_at(at);
-  close_timer.async_wait(
-      [self = shared_from_this(), at](boost::system::error_code ec) {
+  close_timer.async_wait(asio::bind_executor(
+      strand, [self = shared_from_this(), at](boost::system::error_code ec) {
         if (ec) return;  // re-armed or cancelled
         if (self->close_timer_at == at) self->close_timer_at.reset();
         self->Schedule();
-      });
+      }));
 }
 
 void BatchingState::Shutdown() {

@@ -1,0 +1,28 @@
+#include "cosession/async/timer_executor.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <thread>
+
+namespace cosession {
+namespace {
+
+// Never destroyed: timers owned by objects with static storage may still
+// be waiting while the process exits, and their io_context must outlive
+// them. The thread is detached for the same reason; it holds no state of
+// its own that exit could lose.
+struct TimerContext {
+  TimerContext() : work(boost::asio::make_work_guard(context)) {
+    std::thread([this] { context.run(); }).detach();
+  }
+  boost::asio::io_context context{1};  // one thread runs it
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work;
+};
+
+}  // namespace
+
+boost::asio::io_context::executor_type TimerExecutor() {
+  static TimerContext* const timers = new TimerContext;
+  return timers->context.get_executor();
+}
+
+}  // namespace cosession
