@@ -197,6 +197,7 @@ struct MaybeGzipFile::Reader {
   bool eof = false;
   Kind kind = Kind::kUndecided;
   uint32_t header_crc = 0;  // of the member header read so far
+  absl::Status failed;      // the error Read returned, returned again
   std::unique_ptr<inflate_state> inflater;
 };
 
@@ -223,6 +224,13 @@ absl::StatusOr<MaybeGzipFile> MaybeGzipFile::Open(const std::string& path,
 }
 
 absl::StatusOr<size_t> MaybeGzipFile::Read(char* data, size_t size) {
+  if (!reader_->failed.ok()) return reader_->failed;
+  absl::StatusOr<size_t> n = ReadOnce(data, size);
+  if (!n.ok()) reader_->failed = n.status();
+  return n;
+}
+
+absl::StatusOr<size_t> MaybeGzipFile::ReadOnce(char* data, size_t size) {
   Reader& r = *reader_;
   if (size == 0) return 0;
   if (r.kind == Reader::Kind::kUndecided) {

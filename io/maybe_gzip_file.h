@@ -13,9 +13,9 @@
 // flag is set, the header's own CRC when it has one, the data's CRC-32 and
 // length); bytes after the last member that do not start another one are
 // ignored, as zlib's gzread does. Any other file is passed through
-// unchanged. The inflater is ISA-L's (igzip): on
-// the digits file it gunzips in a sixth of zlib's time, and reading input
-// is what a parallel CSV pipeline waits for (README, "Gunzip").
+// unchanged. The inflater is ISA-L's (igzip): on the digits file it
+// gunzips in a sixth of zlib's time, and reading input is what a parallel
+// CSV pipeline waits for (README, "Gunzip").
 //
 // Errors name the file: Open returns NotFound, PermissionDenied, ... (from
 // errno); Read returns DataLoss "<file>: corrupt gzip data: <what>" for a
@@ -47,7 +47,9 @@ class MaybeGzipFile {
   MaybeGzipFile& operator=(const MaybeGzipFile&) = delete;
   ~MaybeGzipFile();
 
-  // Up to `size` bytes into `data`; 0 at the end of the file.
+  // Up to `size` bytes into `data`; 0 at the end of the file. After an
+  // error every later call returns the same error: the reader's position
+  // inside a damaged stream means nothing.
   absl::StatusOr<size_t> Read(char* data, size_t size);
 
   const std::string& path() const { return path_; }
@@ -55,6 +57,8 @@ class MaybeGzipFile {
  private:
   struct Reader;
   MaybeGzipFile(std::string path, std::unique_ptr<Reader> reader);
+  // Read, without remembering its errors.
+  absl::StatusOr<size_t> ReadOnce(char* data, size_t size);
   std::string path_;
   std::unique_ptr<Reader> reader_;
 };

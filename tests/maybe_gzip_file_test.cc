@@ -134,7 +134,8 @@ TEST(MaybeGzipFile, AWrongChecksumOrLengthIsDataLoss) {
 // A member whose header carries every optional field of RFC 1952 -- an
 // extra field of `extra_bytes`, a name, a comment, the header's CRC-16 --
 // around the deflate data and trailer of `plain_member` (a member written
-// by zlib with none of them). `flags` and `method` replace the header's.
+// by zlib with none of them), with `method` for the header's method and
+// `extra_flags` set beside the optional fields' flags.
 std::string MemberWithFullHeader(const std::string& plain_member,
                                  size_t extra_bytes, uint8_t method = 8,
                                  uint8_t extra_flags = 0) {
@@ -199,6 +200,32 @@ TEST(MaybeGzipFile, AHeaderZlibRejectsIsDataLossForEveryBufferSize) {
                 absl::string_view::npos)
           << got.status() << ", buffer " << buffer;
     }
+  }
+}
+
+TEST(MaybeGzipFile, AfterAnErrorEveryReadReturnsIt) {
+  ScratchDir dir;
+  WriteGzip(dir / "plain.gz", Rows(200));
+  const std::string member = ReadBytes(dir / "plain.gz");
+  // A good member, then one whose header's CRC is wrong, found when the
+  // rest of the header was taken off the input: asked again, the reader
+  // must neither inflate what follows nor report a clean end.
+  std::string wrong_crc = MemberWithFullHeader(member, 300);
+  wrong_crc[10 + 2 + 300 + 151 + 10] ^= 0x01;  // the header's CRC
+  WriteFile(dir / "bad.gz", member + wrong_crc);
+  absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(dir / "bad.gz", 64);
+  ASSERT_TRUE(file.ok()) << file.status();
+  std::string chunk(4096, '\0');
+  absl::Status first;
+  while (first.ok()) {
+    absl::StatusOr<size_t> n = file->Read(chunk.data(), chunk.size());
+    ASSERT_TRUE(!n.ok() || *n > 0) << "a clean end before the bad header";
+    first = n.status();
+  }
+  EXPECT_TRUE(absl::IsDataLoss(first)) << first;
+  for (int again = 0; again < 3; ++again) {
+    absl::StatusOr<size_t> n = file->Read(chunk.data(), chunk.size());
+    EXPECT_EQ(n.status(), first) << "read " << again << " after the error";
   }
 }
 
