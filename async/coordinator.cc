@@ -318,7 +318,7 @@ struct CoordinatorState
     }
     if (is_stopped && !join->timer) {
       join->timer = std::make_unique<asio::steady_timer>(
-          TimerExecutor(),
+          TimerExecutorFor(strand),
           std::chrono::duration_cast<asio::steady_timer::duration>(
               join->grace));
       join->timer->async_wait(asio::bind_executor(
@@ -397,7 +397,8 @@ asio::awaitable<absl::Status> LoopTask(std::shared_ptr<CoordinatorState> state,
                                        std::string name,
                                        std::chrono::nanoseconds interval,
                                        std::function<absl::Status()> fn) {
-  asio::steady_timer timer(TimerExecutor());
+  asio::steady_timer timer(
+      TimerExecutorFor(co_await asio::this_coro::executor));
   const auto period =
       std::chrono::duration_cast<asio::steady_timer::duration>(interval);
   while (!state->stop_flag.load(std::memory_order_acquire)) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <boost/asio/execution_context.hpp>
 #include <boost/asio/post.hpp>
 #include <charconv>
 #include <chrono>
@@ -32,6 +33,20 @@ int ResolveThreads(int requested) {
   }
   return std::max(1u, std::thread::hardware_concurrency());
 }
+
+// A service that only the pools' io_contexts hold: what IsPoolContext
+// looks for (an execution_context has no virtual functions to tell its
+// kinds apart).
+class PoolMarker : public boost::asio::execution_context::service {
+ public:
+  static inline boost::asio::execution_context::id id;
+  explicit PoolMarker(boost::asio::execution_context& context)
+      : service(context) {}
+
+ private:
+  void shutdown() override {}
+};
+
 }  // namespace
 
 Runtime::Runtime(RuntimeOptions options)
@@ -39,6 +54,7 @@ Runtime::Runtime(RuntimeOptions options)
       num_threads_(ResolveThreads(options.num_threads)),
       context_(num_threads_),
       keep_running_(context_.get_executor()) {
+  boost::asio::make_service<PoolMarker>(context_);
   threads_.reserve(static_cast<size_t>(num_threads_));
   for (int i = 0; i < num_threads_; ++i) {
     threads_.emplace_back([this] { RunPoolThread(); });
@@ -65,6 +81,12 @@ void Runtime::PinThreads() {
       pinned_cpus_.push_back(cpu);
     }
   }
+}
+
+bool Runtime::IsPoolContext(const boost::asio::execution_context& context) {
+  // has_service only reads the registry; it takes a non-const reference.
+  return boost::asio::has_service<PoolMarker>(
+      const_cast<boost::asio::execution_context&>(context));
 }
 
 Runtime::~Runtime() {

@@ -150,6 +150,10 @@ class Runtime : public ParallelRunner {
     return context_.get_executor().running_in_this_thread();
   }
 
+  // True when `context` is a Runtime's pool: for code that keeps Asio's
+  // reactor out of the pools (async/timer_executor.h).
+  static bool IsPoolContext(const boost::asio::execution_context& context);
+
  private:
   // Binds each pool thread to its CPU; see RuntimeOptions::pin_threads.
   void PinThreads();

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <utility>
 #include <vector>
@@ -94,7 +95,8 @@ WorkerSessionCreator::CreateSession(const Graph& graph, Runtime& runtime) {
   }
   auto session = std::make_unique<Session>(graph, runtime, shared_resources_);
   if (scaffold_.ready_op.valid()) {
-    asio::steady_timer timer(TimerExecutor());
+    asio::steady_timer timer(
+        TimerExecutorFor(co_await asio::this_coro::executor));
     const auto deadline = std::chrono::steady_clock::now() + options_.max_wait;
     while (true) {
       RunArgs args;

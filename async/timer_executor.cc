@@ -1,7 +1,11 @@
 #include "cosession/async/timer_executor.h"
 
+#include <boost/asio/execution/context.hpp>
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/query.hpp>
 #include <thread>
+
+#include "cosession/async/runtime.h"
 
 namespace cosession {
 namespace {
@@ -23,6 +27,15 @@ struct TimerContext {
 boost::asio::io_context::executor_type TimerExecutor() {
   static TimerContext* const timers = new TimerContext;
   return timers->context.get_executor();
+}
+
+boost::asio::any_io_executor TimerExecutorFor(
+    const boost::asio::any_io_executor& handler_executor) {
+  if (Runtime::IsPoolContext(boost::asio::query(
+          handler_executor, boost::asio::execution::context))) {
+    return TimerExecutor();
+  }
+  return handler_executor;
 }
 
 }  // namespace cosession

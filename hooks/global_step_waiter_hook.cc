@@ -52,7 +52,8 @@ asio::awaitable<absl::StatusOr<SessionRunArgs>> GlobalStepWaiterHook::BeforeRun(
   };
   int64_t last_logged_step = 0;
   bool logged = false;
-  asio::steady_timer timer(TimerExecutor());
+  asio::steady_timer timer(
+      TimerExecutorFor(co_await asio::this_coro::executor));
   while (true) {
     if (state.cancelled() != asio::cancellation_type::none)
       co_return cancelled();

@@ -1,6 +1,7 @@
 // TimerExecutor (async/timer_executor.h): a timer waiting there completes
 // on its handler's executor, which counts the wait as outstanding work;
-// cancelling it from another thread completes it once, aborted; and the
+// cancelling it from another thread completes it once, aborted; a timer
+// leaves its handler's context for it only when that is a pool; and the
 // library's own timers -- a run's deadline, a Coordinator's loop and join,
 // the batcher's batch timeout and request deadlines -- leave a Runtime's
 // pool without Asio's reactor, whose presence slows every hand-off to the
@@ -13,6 +14,7 @@
 #include <boost/asio/detail/reactor.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <chrono>
 #include <thread>
@@ -44,8 +46,9 @@ TEST(TimerExecutor, ATimerCompletesOnItsHandlersExecutorWhichWaitsForIt) {
     result = ec;
   }));
   // run() returns only once the handler ran: the pending wait is work of
-  // `io`'s although the timer waits elsewhere.
-  io.run();
+  // `io`'s although the timer waits elsewhere. (Bounded, so that a wait
+  // that never completes fails the test.)
+  io.run_for(co_test::kTimeLimit);
   EXPECT_EQ(calls, 1);
   EXPECT_TRUE(on_io_thread);
   EXPECT_FALSE(result) << result.message();
@@ -62,9 +65,23 @@ TEST(TimerExecutor, CancellingFromAnotherThreadAbortsTheWaitOnce) {
     result = ec;
   }));
   std::thread([&] { timer.cancel(); }).join();
-  io.run();
+  io.run_for(co_test::kTimeLimit);
   EXPECT_EQ(calls, 1);
   EXPECT_EQ(result, asio::error::operation_aborted);
+}
+
+TEST(TimerExecutor, ATimerLeavesItsHandlersContextOnlyForAPool) {
+  Runtime runtime({.num_threads = 1});
+  const asio::any_io_executor timers = TimerExecutor();
+  EXPECT_EQ(TimerExecutorFor(runtime.executor()), timers);
+  EXPECT_EQ(TimerExecutorFor(asio::make_strand(runtime.executor())), timers);
+  // The caller's own context keeps its timers: they go with it when it is
+  // destroyed.
+  asio::io_context io;
+  EXPECT_EQ(TimerExecutorFor(io.get_executor()),
+            asio::any_io_executor(io.get_executor()));
+  const asio::any_io_executor strand = asio::make_strand(io);
+  EXPECT_EQ(TimerExecutorFor(strand), strand);
 }
 
 bool HasReactor(Runtime& runtime) {
