@@ -93,6 +93,12 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     need(target.node(), static_cast<int>(roots.size()) - 1);
   }
   const OpDef* placeholder = OpRegistry::Global().Find("Placeholder");
+  // As in TensorFlow, feeding a placeholder replaces the whole op: a control
+  // input on it is then satisfied by the feed, not a reason to run it.
+  auto is_fed_placeholder = [&](const Node* node) {
+    return &node->op_def() == placeholder &&
+           is_fed(Output(const_cast<Node*>(node), 0));
+  };
   int needed_ops = 0;
   for (int id = n - 1; id >= 0; --id) {
     const int root = needed_by[id];
@@ -107,7 +113,9 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     for (const Output& in : node->inputs()) {
       if (!is_fed(in)) need(in.node(), root);
     }
-    for (const Node* control : node->control_inputs()) need(control, root);
+    for (const Node* control : node->control_inputs()) {
+      if (!is_fed_placeholder(control)) need(control, root);
+    }
   }
 
   // The second pass, in id order: the steps, their slots and inputs. A
@@ -172,7 +180,9 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
       predecessors.push_back(from);
     }
     for (const Node* control : node->control_inputs()) {
-      predecessors.push_back(step_of[control->id()]);
+      if (!is_fed_placeholder(control)) {
+        predecessors.push_back(step_of[control->id()]);
+      }
     }
     if (predecessors.size() > 1) {
       std::sort(predecessors.begin(), predecessors.end());
@@ -271,7 +281,79 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     append(step.drop_inputs, drop);
     append(step.dead_outputs, dead);
   }
+  plan->ShareSmallSlots(big);
   return std::shared_ptr<const ExecutionPlan>(std::move(plan));
+}
+
+void ExecutionPlan::ShareSmallSlots(const std::vector<bool>& big) {
+  // Until now every output and feed has a slot of its own, and each step's
+  // outputs are consecutive: step s's are [its first_output_slot, the next
+  // step's).
+  const int step_slots = first_feed_slot_;
+  const int num_feeds = num_slots_ - step_slots;
+  std::vector<int> producer(step_slots);
+  std::vector<int> num_outputs(steps_.size());
+  for (int s = 0; s < num_ops(); ++s) {
+    const int first = steps_[s].first_output_slot;
+    const int end =
+        s + 1 < num_ops() ? steps_[s + 1].first_output_slot : step_slots;
+    num_outputs[s] = end - first;
+    std::fill(producer.begin() + first, producer.begin() + end, s);
+  }
+  // In step order (a topological one), each output gets its slot: a slot
+  // that a predecessor freed when it can take one, else a new one.
+  std::vector<int> slot_of(num_slots_);  // old slot -> new
+  // Per step: the slots of the small inputs it drops, free once it
+  // finished, not yet given to a successor.
+  std::vector<absl::InlinedVector<int, 1>> freed(steps_.size());
+  int next = 0;
+  for (int s = 0; s < num_ops(); ++s) {
+    Step& step = steps_[s];
+    const int first = step.first_output_slot;
+    int shared = -1;
+    if (num_outputs[s] == 1 && !big[first]) {
+      for (int in : InputSlots(step)) {
+        if (in >= step_slots) continue;  // fed
+        auto& free_slots = freed[producer[in]];
+        if (!free_slots.empty()) {
+          shared = free_slots.back();
+          free_slots.pop_back();
+          break;
+        }
+      }
+    }
+    if (shared >= 0) {
+      slot_of[first] = shared;
+    } else {
+      for (int i = 0; i < num_outputs[s]; ++i) slot_of[first + i] = next++;
+    }
+    // A step without outputs keeps a slot number past those so far, which
+    // it never dereferences.
+    step.first_output_slot = num_outputs[s] > 0 ? slot_of[first] : next;
+    for (int in : Items(step.drop_inputs)) {
+      if (in < step_slots) freed[s].push_back(slot_of[in]);
+    }
+  }
+  for (int f = 0; f < num_feeds; ++f) slot_of[step_slots + f] = next + f;
+
+  for (int& in : input_slots_) in = slot_of[in];
+  for (const Step& step : steps_) {
+    for (IntList list :
+         {step.release_inputs, step.drop_inputs, step.dead_outputs}) {
+      for (int i = list.first; i < list.first + list.size; ++i) {
+        lists_[i] = slot_of[lists_[i]];
+      }
+    }
+  }
+  for (int& slot : fetch_slots_) slot = slot_of[slot];
+  // Only small slots are shared, and small slots count no uses.
+  std::vector<int> slot_uses(next + num_feeds, 0);
+  for (int old = 0; old < num_slots_; ++old) {
+    if (slot_uses_[old] != 0) slot_uses[slot_of[old]] = slot_uses_[old];
+  }
+  slot_uses_ = std::move(slot_uses);
+  first_feed_slot_ = next;
+  num_slots_ = next + num_feeds;
 }
 
 absl::Status ExecutionPlan::ValidateFeeds(

@@ -29,10 +29,12 @@
 // initiating function, its signal must not be emitted during Execute, so a
 // run that completes inside Execute never installs one.
 //
-// Memory: a run's state (per op a tensor slot, an input pointer and two
-// counters, plus the run's own bookkeeping) is kept by its plan when the run
-// is over, emptied -- no tensor, feed, status or trace left in it -- and the
-// plan's next run starts from it instead of allocating and sizing a new one.
+// Memory: a run's state (a tensor slot per output and feed, an input pointer
+// per input, two counters per op, and the run's own bookkeeping) is kept by
+// its plan when the run is over, emptied -- no tensor, feed, status or trace
+// left in it -- and the plan's next run starts from it instead of allocating
+// and sizing a new one. Small tensors pass their slots on once read
+// (ExecutionPlan::ShareSmallSlots), so a chain of small ops uses a few.
 // A plan keeps at most one (runs at the same time make their own); it goes
 // with the plan. Plans of fewer than 8 ops keep none: for so few ops the
 // hand-over costs more than it saves. Thread safety: a state is handed from a
@@ -76,6 +78,9 @@ class ExecutionPlan {
   absl::Status ValidateFeeds(absl::Span<const Tensor> values) const;
 
   int num_ops() const { return static_cast<int>(steps_.size()); }
+  // The tensor slots a run of this plan keeps: one per output and feed,
+  // except that small tensors share (ShareSmallSlots).
+  int num_slots() const { return num_slots_; }
   bool has_async_ops() const { return has_async_; }
 
   ExecutionPlan() = default;
@@ -131,6 +136,17 @@ class ExecutionPlan {
     return absl::MakeConstSpan(lists_.data() + list.first,
                                static_cast<size_t>(list.size));
   }
+
+  // Gives the slot of a small tensor whose only reader ran to a later
+  // output, so that a chain of small ops cycles through a few slots, hot in
+  // the cache, instead of writing one more per op (and Park emptying them
+  // all): BM_Executor_Chain/100000. The later op must be a successor of
+  // that reader, which drops the tensor (Step::drop_inputs) before it
+  // releases its successors, and have a single small output (a step's
+  // outputs are consecutive slots). Big, fetched, fed and several times
+  // read tensors keep slots of their own. Called last by Build, with `big`
+  // per slot; renumbers every slot the plan names.
+  void ShareSmallSlots(const std::vector<bool>& big);
 
   absl::Span<const int> InputSlots(const Step& step) const {
     return absl::MakeConstSpan(input_slots_.data() + step.first_input,

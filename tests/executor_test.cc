@@ -1,5 +1,7 @@
 // The executor, observed through Session: pruning, ordering, parallelism,
 // errors, cancellation, deadlines and tracing.
+#include "cosession/async/executor.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -9,6 +11,7 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <variant>
@@ -132,6 +135,25 @@ TEST(Executor, FeedingATensorCutsOffItsProducer) {
   auto value = testing::EvalOne(g, after, {{broken, Tensor::Scalar(5.0f)}});
   ASSERT_TRUE(value.ok()) << value.status();
   EXPECT_EQ(value->scalar<float>(), 7.0f);
+}
+
+// TensorFlow replaces a fed placeholder by the feed (subgraph::FeedInputs
+// moves its control edges too): an op with a control input on it runs
+// without the placeholder running.
+TEST(Executor, AControlInputOnAFedPlaceholderIsSatisfiedByTheFeed) {
+  Graph g;
+  Output p = ops::Placeholder(g, DType::kFloat, TensorShape{}, "p");
+  Output c = ops::Const(g, 5.0f);
+  Output y(g.AddNode({.op = "Identity",
+                      .inputs = {c},
+                      .control_inputs = {Operation(p.node())}}),
+           0);
+  auto values = testing::Eval(g, {y}, {{p, Tensor::Scalar(1.0f)}});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].scalar<float>(), 5.0f);
+  // Not fed, it is still a placeholder that must be fed.
+  EXPECT_EQ(testing::Eval(g, {y}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Executor, FetchingAFedTensorReturnsTheFeed) {
@@ -682,6 +704,118 @@ TEST(Executor, ConcurrentRunsOfOnePlanEachGetTheirOwnResult) {
   b.join();
   EXPECT_EQ(wrong_a, 0);
   EXPECT_EQ(wrong_b, 0);
+}
+
+// Small tensors pass their slots on once their only reader ran
+// (ExecutionPlan::ShareSmallSlots): a chain of scalar adds cycles through a
+// few slots, while big tensors and multiply read ones keep their own.
+TEST(Executor, AChainOfSmallOpsUsesAFewSlots) {
+  Graph g;
+  Output one = ops::Const(g, 1.0f);
+  Output x = ops::Const(g, 0.0f);
+  for (int i = 0; i < 1000; ++i) x = ops::Add(g, x, one);
+  auto plan = ExecutionPlan::Build(g, {}, {x}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->num_ops(), 1002);
+  EXPECT_LE((*plan)->num_slots(), 4);
+  auto values = testing::Eval(g, {x});
+  ASSERT_TRUE(values.ok()) << values.status();
+  EXPECT_EQ((*values)[0].scalar<float>(), 1000.0f);
+}
+
+TEST(Executor, BigTensorsAndTensorsReadTwiceKeepTheirSlots) {
+  Graph g;
+  Output big = ops::Const(g, Tensor(DType::kFloat, TensorShape{64, 64}));
+  for (int i = 0; i < 10; ++i) big = ops::Neg(g, big);
+  Output small = ops::Const(g, 1.0f);
+  for (int i = 0; i < 10; ++i) small = ops::Add(g, small, small);
+  auto plan = ExecutionPlan::Build(g, {}, {big, small}, {});
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)->num_slots(), 22);
+}
+
+// Random graphs of scalar ops -- tensors read once, several times or not at
+// all, fetched, fed, and ops with control inputs -- give the values computed
+// by hand, run after run of one plan, with every op on the caller's thread
+// and with every op on a pool of two threads. A slot given to an op that
+// may run before the slot's last reader would show as a wrong value (and to
+// TSan as a race).
+TEST(Executor, RandomGraphsOfSmallOpsGiveTheirValuesWithSharedSlots) {
+  Runtime everything_on_the_pool(
+      RuntimeOptions{.num_threads = 2, .inline_cost_threshold = 0});
+  std::mt19937 rng(20261206);
+  auto below = [&](int n) {
+    return std::uniform_int_distribution<int>(0, n - 1)(rng);
+  };
+  for (int trial = 0; trial < 100; ++trial) {
+    SCOPED_TRACE(absl::StrCat("graph ", trial));
+    Graph g;
+    Output fed = ops::Placeholder(g, DType::kFloat, TensorShape{}, "fed");
+    std::vector<Output> nodes = {fed};
+    std::vector<float> values = {3.0f};
+    // Mostly recent inputs, so that the graph has chains as well as joins.
+    auto input = [&] {
+      const int n = static_cast<int>(nodes.size());
+      return below(4) == 0 ? below(n) : n - 1 - below(std::min(n, 3));
+    };
+    for (int i = 1; i < 40; ++i) {
+      switch (below(5)) {
+        case 0: {
+          const float v = static_cast<float>(below(7));
+          nodes.push_back(ops::Const(g, v));
+          values.push_back(v);
+          break;
+        }
+        case 1: {
+          const int a = input(), b = input();
+          nodes.push_back(ops::Add(g, nodes[a], nodes[b]));
+          values.push_back(values[a] + values[b]);
+          break;
+        }
+        case 2: {
+          const int a = input(), b = input();
+          nodes.push_back(ops::Sub(g, nodes[a], nodes[b]));
+          values.push_back(values[a] - values[b]);
+          break;
+        }
+        case 3: {
+          const int a = input();
+          nodes.push_back(ops::Neg(g, nodes[a]));
+          values.push_back(-values[a]);
+          break;
+        }
+        case 4: {
+          // An op that must also wait for an earlier one it does not read.
+          const int a = input(), after = below(static_cast<int>(nodes.size()));
+          nodes.push_back(Output(
+              g.AddNode({.op = "Identity",
+                         .inputs = {nodes[a]},
+                         .control_inputs = {Operation(nodes[after].node())}}),
+              0));
+          values.push_back(values[a]);
+          break;
+        }
+      }
+    }
+    std::vector<int> fetched = {static_cast<int>(nodes.size()) - 1,
+                                below(static_cast<int>(nodes.size())),
+                                below(static_cast<int>(nodes.size()))};
+    RunArgs args{.feeds = {{fed, Tensor::Scalar(values[0])}}};
+    for (int f : fetched) args.fetches.push_back(nodes[f]);
+    for (Runtime* runtime : {&TestRuntime(), &everything_on_the_pool}) {
+      Session session(g, *runtime);
+      for (int run = 0; run < 3; ++run) {
+        absl::StatusOr<RunOutputs> outputs =
+            RunWithMetadataAndWait(session, args);
+        ASSERT_TRUE(outputs.ok()) << outputs.status();
+        for (size_t f = 0; f < fetched.size(); ++f) {
+          EXPECT_EQ(outputs->values.at(f).scalar<float>(), values[fetched[f]])
+              << "fetch " << f << " (" << args.fetches[f].name() << "), run "
+              << run << (runtime == &TestRuntime() ? "" : " on the pool");
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
