@@ -286,53 +286,49 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
 }
 
 void ExecutionPlan::ShareSmallSlots(const std::vector<bool>& big) {
-  // Until now every output and feed has a slot of its own, and each step's
-  // outputs are consecutive: step s's are [its first_output_slot, the next
-  // step's).
+  // Until now every output and feed has a slot of its own, and step s's
+  // outputs are [its first_output_slot, step s + 1's): the loop reads the
+  // next step's before it renumbers it. One pass in step order (a
+  // topological one): each output gets a slot that a predecessor freed when
+  // it can take one, else a new one.
   const int step_slots = first_feed_slot_;
   const int num_feeds = num_slots_ - step_slots;
-  std::vector<int> producer(step_slots);
-  std::vector<int> num_outputs(steps_.size());
-  for (int s = 0; s < num_ops(); ++s) {
-    const int first = steps_[s].first_output_slot;
-    const int end =
-        s + 1 < num_ops() ? steps_[s + 1].first_output_slot : step_slots;
-    num_outputs[s] = end - first;
-    std::fill(producer.begin() + first, producer.begin() + end, s);
-  }
-  // In step order (a topological one), each output gets its slot: a slot
-  // that a predecessor freed when it can take one, else a new one.
-  std::vector<int> slot_of(num_slots_);  // old slot -> new
-  // Per step: the slots of the small inputs it drops, free once it
-  // finished, not yet given to a successor.
-  std::vector<absl::InlinedVector<int, 1>> freed(steps_.size());
+  std::vector<int> slot_of(num_slots_);   // old slot -> new
+  std::vector<int> producer(step_slots);  // old slot -> its step
+  // Per step: how many of its drop_inputs were looked at for a successor.
+  // Those after are free once it finished, and not yet given away.
+  std::vector<int> given(steps_.size(), 0);
+  auto take_freed_by = [&](int b) {
+    const IntList drops = steps_[b].drop_inputs;
+    while (given[b] < drops.size) {
+      const int old = lists_[drops.first + given[b]++];
+      if (old < step_slots) return slot_of[old];  // not a fed value
+    }
+    return -1;
+  };
   int next = 0;
   for (int s = 0; s < num_ops(); ++s) {
     Step& step = steps_[s];
     const int first = step.first_output_slot;
+    const int end =
+        s + 1 < num_ops() ? steps_[s + 1].first_output_slot : step_slots;
+    std::fill(producer.begin() + first, producer.begin() + end, s);
     int shared = -1;
-    if (num_outputs[s] == 1 && !big[first]) {
+    if (end - first == 1 && !big[first]) {
       for (int in : InputSlots(step)) {
         if (in >= step_slots) continue;  // fed
-        auto& free_slots = freed[producer[in]];
-        if (!free_slots.empty()) {
-          shared = free_slots.back();
-          free_slots.pop_back();
-          break;
-        }
+        shared = take_freed_by(producer[in]);
+        if (shared >= 0) break;
       }
     }
     if (shared >= 0) {
       slot_of[first] = shared;
     } else {
-      for (int i = 0; i < num_outputs[s]; ++i) slot_of[first + i] = next++;
+      for (int out = first; out < end; ++out) slot_of[out] = next++;
     }
     // A step without outputs keeps a slot number past those so far, which
     // it never dereferences.
-    step.first_output_slot = num_outputs[s] > 0 ? slot_of[first] : next;
-    for (int in : Items(step.drop_inputs)) {
-      if (in < step_slots) freed[s].push_back(slot_of[in]);
-    }
+    step.first_output_slot = end > first ? slot_of[first] : next;
   }
   for (int f = 0; f < num_feeds; ++f) slot_of[step_slots + f] = next + f;
 
