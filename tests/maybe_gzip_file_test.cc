@@ -154,6 +154,13 @@ std::string MemberWithFullHeader(const std::string& plain_member,
   return header + plain_member.substr(10);
 }
 
+// MemberWithFullHeader(plain_member, 300) with its header's CRC-16 wrong.
+std::string MemberWithWrongHeaderCrc(const std::string& plain_member) {
+  std::string member = MemberWithFullHeader(plain_member, 300);
+  member[10 + 2 + 300 + 151 + 10] ^= 0x01;
+  return member;
+}
+
 TEST(MaybeGzipFile, HeaderFieldsAreSkippedAcrossEveryBufferSize) {
   ScratchDir dir;
   WriteGzip(dir / "plain.gz", Rows(200));
@@ -175,13 +182,11 @@ TEST(MaybeGzipFile, AHeaderZlibRejectsIsDataLossForEveryBufferSize) {
   ScratchDir dir;
   WriteGzip(dir / "plain.gz", Rows(200));
   const std::string member = ReadBytes(dir / "plain.gz");
-  std::string wrong_crc = MemberWithFullHeader(member, 300);
-  wrong_crc[10 + 2 + 300 + 151 + 10] ^= 0x01;  // the header's CRC
   const struct {
     std::string bytes;
     std::string message;
   } cases[] = {
-      {wrong_crc, "header CRC mismatch"},
+      {MemberWithWrongHeaderCrc(member), "header CRC mismatch"},
       {MemberWithFullHeader(member, 300, 8, 0x20),
        "invalid gzip header: reserved flags set"},
       {MemberWithFullHeader(member, 300, 7), "unsupported compression method"},
@@ -210,9 +215,7 @@ TEST(MaybeGzipFile, AfterAnErrorEveryReadReturnsIt) {
   // A good member, then one whose header's CRC is wrong, found when the
   // rest of the header was taken off the input: asked again, the reader
   // must neither inflate what follows nor report a clean end.
-  std::string wrong_crc = MemberWithFullHeader(member, 300);
-  wrong_crc[10 + 2 + 300 + 151 + 10] ^= 0x01;  // the header's CRC
-  WriteFile(dir / "bad.gz", member + wrong_crc);
+  WriteFile(dir / "bad.gz", member + MemberWithWrongHeaderCrc(member));
   absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(dir / "bad.gz", 64);
   ASSERT_TRUE(file.ok()) << file.status();
   std::string chunk(4096, '\0');
