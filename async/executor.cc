@@ -95,9 +95,8 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
   const OpDef* placeholder = OpRegistry::Global().Find("Placeholder");
   // As in TensorFlow, feeding a placeholder replaces the whole op: a control
   // input on it is then satisfied by the feed, not a reason to run it.
-  auto is_fed_placeholder = [&](const Node* node) {
-    return &node->op_def() == placeholder &&
-           is_fed(Output(const_cast<Node*>(node), 0));
+  auto is_fed_placeholder = [&](Node* node) {
+    return &node->op_def() == placeholder && is_fed(Output(node, 0));
   };
   int needed_ops = 0;
   for (int id = n - 1; id >= 0; --id) {
@@ -113,7 +112,7 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
     for (const Output& in : node->inputs()) {
       if (!is_fed(in)) need(in.node(), root);
     }
-    for (const Node* control : node->control_inputs()) {
+    for (Node* control : node->control_inputs()) {
       if (!is_fed_placeholder(control)) need(control, root);
     }
   }
@@ -179,7 +178,7 @@ absl::StatusOr<std::shared_ptr<const ExecutionPlan>> ExecutionPlan::Build(
       step.static_cost = step.static_cost && defined[in_slot];
       predecessors.push_back(from);
     }
-    for (const Node* control : node->control_inputs()) {
+    for (Node* control : node->control_inputs()) {
       if (!is_fed_placeholder(control)) {
         predecessors.push_back(step_of[control->id()]);
       }
