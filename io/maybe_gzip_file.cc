@@ -55,14 +55,21 @@ const char* InflateErrorText(int code) {
 
 }  // namespace
 
-// The file descriptor, the input read from it and not yet consumed, and,
-// for a gzip stream, the inflater's state (87 KB, so only then).
+// The file descriptor (or the bytes in memory), the input read from it and
+// not yet consumed, and, for a gzip stream, the inflater's state (87 KB, so
+// only then).
 struct MaybeGzipFile::Reader {
   enum class Kind { kUndecided, kPlain, kGzip, kEnded };
 
   explicit Reader(int descriptor, size_t buffer_bytes)
       : fd(descriptor), input(std::max<size_t>(buffer_bytes, 64)) {}
-  ~Reader() { ::close(fd); }
+  // Bytes in memory, copied into `input` a buffer at a time as a file's
+  // would be read, so that both take the same paths.
+  explicit Reader(absl::string_view bytes)
+      : fd(-1), memory(bytes), input(size_t{1} << 16) {}
+  ~Reader() {
+    if (fd >= 0) ::close(fd);
+  }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
@@ -80,9 +87,16 @@ struct MaybeGzipFile::Reader {
     }
     if (end == input.size()) return absl::OkStatus();
     ssize_t n;
-    do {
-      n = ::read(fd, input.data() + end, input.size() - end);
-    } while (n < 0 && errno == EINTR);
+    if (fd < 0) {
+      const size_t k = std::min(input.size() - end, memory.size());
+      if (k > 0) std::memcpy(input.data() + end, memory.data(), k);
+      memory.remove_prefix(k);
+      n = static_cast<ssize_t>(k);
+    } else {
+      do {
+        n = ::read(fd, input.data() + end, input.size() - end);
+      } while (n < 0 && errno == EINTR);
+    }
     if (n < 0) return absl::ErrnoToStatus(errno, path);
     if (n == 0) eof = true;
     end += static_cast<size_t>(n);
@@ -190,7 +204,8 @@ struct MaybeGzipFile::Reader {
     return absl::OkStatus();
   }
 
-  int fd;
+  int fd;                     // -1: reading `memory`
+  absl::string_view memory;   // what is left of the bytes read from memory
   std::vector<uint8_t> input;
   size_t begin = 0;  // [begin, end) is read and not yet consumed
   size_t end = 0;
@@ -221,6 +236,11 @@ absl::StatusOr<MaybeGzipFile> MaybeGzipFile::Open(const std::string& path,
         absl::StrCat(path, ": cannot allocate the read buffer"));
   }
   return MaybeGzipFile(path, std::move(reader));
+}
+
+MaybeGzipFile MaybeGzipFile::OpenBytes(std::string name,
+                                       absl::string_view bytes) {
+  return MaybeGzipFile(std::move(name), std::make_unique<Reader>(bytes));
 }
 
 absl::StatusOr<size_t> MaybeGzipFile::Read(char* data, size_t size) {

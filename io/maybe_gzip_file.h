@@ -17,6 +17,9 @@
 // gunzips in a sixth of zlib's time, and reading input is what a parallel
 // CSV pipeline waits for (README, "Gunzip").
 //
+// OpenBytes reads bytes already in memory the same way (an HTTP request's
+// gzip body), under a name of the caller's for its errors.
+//
 // Errors name the file: Open returns NotFound, PermissionDenied, ... (from
 // errno); Read returns DataLoss "<file>: corrupt gzip data: <what>" for a
 // damaged stream and "<file>: corrupt gzip data: the stream is truncated"
@@ -33,6 +36,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace cosession {
 
@@ -41,6 +45,8 @@ class MaybeGzipFile {
   // `buffer_bytes`: the compressed (or plain) input read per system call.
   static absl::StatusOr<MaybeGzipFile> Open(const std::string& path,
                                             size_t buffer_bytes);
+  // `bytes`, which must outlive the reader, read as a file called `name`.
+  static MaybeGzipFile OpenBytes(std::string name, absl::string_view bytes);
   MaybeGzipFile(MaybeGzipFile&& other) noexcept;
   MaybeGzipFile& operator=(MaybeGzipFile&& other) noexcept;
   MaybeGzipFile(const MaybeGzipFile&) = delete;

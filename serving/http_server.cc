@@ -8,12 +8,17 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <set>
+#include <string>
 #include <variant>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "cosession/io/maybe_gzip_file.h"
 #include "cosession/serving/rest_json.h"
 
 namespace cosession {
@@ -51,6 +56,57 @@ asio::awaitable<void> WatchForClose(std::shared_ptr<Connection> c,
     if (ec) co_return;
     buffer->commit(n);
   }
+}
+
+// A request body sent with Content-Encoding: gzip (or x-gzip), uncompressed,
+// as TensorFlow Serving takes it. InvalidArgument when it is not gzip data or
+// is damaged, ResourceExhausted when it would be larger than `max_bytes` (a
+// small body may inflate a thousandfold).
+absl::StatusOr<std::string> GunzipBody(absl::string_view body,
+                                       size_t max_bytes) {
+  if (body.size() < 2 || static_cast<unsigned char>(body[0]) != 0x1f ||
+      static_cast<unsigned char>(body[1]) != 0x8b) {
+    return absl::InvalidArgumentError(
+        "the request says Content-Encoding: gzip, but its body is not gzip "
+        "data");
+  }
+  MaybeGzipFile reader =
+      MaybeGzipFile::OpenBytes("the gzip request body", body);
+  std::string plain;
+  for (;;) {
+    const size_t had = plain.size();
+    const size_t chunk = std::min<size_t>(size_t{1} << 16, max_bytes + 1 - had);
+    plain.resize(had + chunk);
+    absl::StatusOr<size_t> n = reader.Read(plain.data() + had, chunk);
+    if (!n.ok()) return absl::InvalidArgumentError(n.status().message());
+    plain.resize(had + *n);
+    if (*n == 0) return plain;
+    if (plain.size() > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("request body larger than ", max_bytes,
+                       " bytes once uncompressed"));
+    }
+  }
+}
+
+// A header field's value, for Abseil's string functions.
+absl::string_view FieldText(beast::string_view value) {
+  return absl::string_view(value.data(), value.size());
+}
+
+// What a Content-Encoding header asks of the body: nothing (absent or
+// identity), gunzip, or a coding this server does not know.
+enum class BodyCoding { kIdentity, kGzip, kUnknown };
+BodyCoding CodingOf(absl::string_view content_encoding) {
+  const absl::string_view coding = absl::StripAsciiWhitespace(content_encoding);
+  if (coding.empty() || absl::EqualsIgnoreCase(coding, "identity")) {
+    return BodyCoding::kIdentity;
+  }
+  if (absl::EqualsIgnoreCase(coding, "gzip") ||
+      absl::EqualsIgnoreCase(coding, "x-gzip")) {
+    return BodyCoding::kGzip;
+  }
+  return BodyCoding::kUnknown;
 }
 
 http::response<http::string_body> Response(unsigned status, unsigned version,
@@ -177,6 +233,29 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
     if (ec) break;  // closed, reset, or too slow
     // The body must follow within the same time as the headers.
     c->stream.expires_after(options.header_timeout);
+    if (!parser.is_done() && parser.get().version() >= 11) {
+      // A client that sent `Expect: 100-continue` waits for a go-ahead
+      // before its body (curl does for bodies over 1 MiB), unless some of
+      // the body came already. Other expectations are refused with 417, as
+      // TensorFlow Serving's HTTP server (libevent) does.
+      const absl::string_view expect =
+          FieldText(parser.get()[http::field::expect]);
+      if (!expect.empty()) {
+        if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(expect),
+                                    "100-continue")) {
+          co_await WriteError(c, 417,
+                              absl::StrCat("unsupported Expect: ", expect));
+          break;
+        }
+        if (buffer.size() == 0) {
+          http::response<http::empty_body> go_ahead{http::status::continue_,
+                                                    11};
+          auto [continue_ec, w] = co_await http::async_write(
+              c->stream, go_ahead, asio::as_tuple(asio::use_awaitable));
+          if (continue_ec) break;
+        }
+      }
+    }
     if (!parser.is_done()) {
       auto [body_ec, m] = co_await http::async_read(
           c->stream, buffer, parser, asio::as_tuple(asio::use_awaitable));
@@ -190,9 +269,35 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
     }
     c->stream.expires_never();
     http::request<http::string_body> req = parser.release();
+    std::string body = std::move(req.body());
+    switch (CodingOf(FieldText(req[http::field::content_encoding]))) {
+      case BodyCoding::kIdentity:
+        break;
+      case BodyCoding::kGzip: {
+        absl::StatusOr<std::string> plain =
+            GunzipBody(body, options.max_body_bytes);
+        if (!plain.ok()) {
+          co_await WriteError(c, plain.status().code() ==
+                                         absl::StatusCode::kResourceExhausted
+                                     ? 413
+                                     : 400,
+                              std::string(plain.status().message()));
+          co_return;
+        }
+        body = *std::move(plain);
+        break;
+      }
+      case BodyCoding::kUnknown:
+        co_await WriteError(
+            c, 415,
+            absl::StrCat("unsupported Content-Encoding: ",
+                         FieldText(req[http::field::content_encoding]),
+                         " (gzip and identity are)"));
+        co_return;
+    }
     HttpRequest request{.method = std::string(req.method_string()),
                         .target = std::string(req.target()),
-                        .body = std::move(req.body()),
+                        .body = std::move(body),
                         .origin = std::string(req[http::field::origin])};
     asio::awaitable<HttpReply> handling = handler(std::move(request));
     asio::awaitable<void> watching =

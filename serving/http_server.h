@@ -16,6 +16,12 @@
 //     that is slower loses its connection;
 //   * headers above max_header_bytes: 431; a body above max_body_bytes:
 //     413 (both then close); a request Beast cannot parse: 400 and close;
+//   * `Expect: 100-continue` (HTTP/1.1) is answered `100 Continue` before
+//     the body is read; any other Expect is 417 and close;
+//   * a body with `Content-Encoding: gzip` (or x-gzip) reaches the handler
+//     uncompressed, as TensorFlow Serving takes it: a body that is not gzip
+//     data or is damaged is 400, one that inflates past max_body_bytes is
+//     413, another coding 415 (each then closes);
 //   * at most max_connections at once: one more is answered 503 and
 //     closed;
 //   * a client that closes its connection while its request is handled

@@ -224,10 +224,12 @@ class DenseRequestHandler {
     return true;
   }
 
-  // The "signature_name" read so far, or the default.
+  // The "signature_name" read so far, or the default (for an empty one too,
+  // as in TensorFlow Serving).
   std::string SignatureName() const {
-    return seen_signature_name_ ? signature_name_
-                                : std::string(kDefaultServingSignature);
+    return seen_signature_name_ && !signature_name_.empty()
+               ? signature_name_
+               : std::string(kDefaultServingSignature);
   }
 
   // A tensor's value starts here, in the place of `role`.

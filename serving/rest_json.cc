@@ -27,15 +27,17 @@ absl::Status Invalid(absl::string_view message) {
   return absl::InvalidArgumentError(message);
 }
 
-// TensorFlow Serving's parser takes the bare tokens NaN, Infinity and
-// -Infinity as numbers; Boost.JSON 1.81 has no such option. A body that
+// TensorFlow Serving's parser (RapidJSON with kParseNanAndInfFlag) takes
+// the bare tokens NaN, Inf and Infinity, each also with a minus, as
+// numbers; Boost.JSON 1.81 has no such option. A body that
 // fails to parse is scanned once: outside strings, each such token becomes
 // a string holding a NUL and the token, which no float leaf can otherwise
 // receive from a valid document (a JSON string cannot start with a raw NUL
 // unless escaped, and a client sending "\u0000NaN" for a float gets a
 // NaN, harmlessly). Bodies without the tokens never pay for the scan.
-constexpr absl::string_view kNonFiniteTokens[] = {"NaN", "Infinity",
-                                                  "-Infinity"};
+// Longest first, so that "Infinity" is not read as "Inf" and "inity".
+constexpr absl::string_view kNonFiniteTokens[] = {
+    "-Infinity", "Infinity", "-Inf", "Inf", "-NaN", "NaN"};
 constexpr char kNonFiniteMarker = '\0';
 
 // The body with its non-finite tokens made marker strings; nullopt when it
@@ -73,9 +75,15 @@ std::optional<double> NonFiniteMarker(const json::value& value) {
   const json::string& s = value.get_string();
   if (s.empty() || s[0] != kNonFiniteMarker) return std::nullopt;
   const absl::string_view token(s.data() + 1, s.size() - 1);
-  if (token == "NaN") return std::numeric_limits<double>::quiet_NaN();
-  if (token == "Infinity") return std::numeric_limits<double>::infinity();
-  if (token == "-Infinity") return -std::numeric_limits<double>::infinity();
+  if (token == "NaN" || token == "-NaN") {
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  if (token == "Infinity" || token == "Inf") {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (token == "-Infinity" || token == "-Inf") {
+    return -std::numeric_limits<double>::infinity();
+  }
   return std::nullopt;
 }
 
@@ -88,6 +96,24 @@ std::string Quoted(const json::value& value) {
   std::string text = json::serialize(value);
   if (text.size() > 256) text.resize(256);
   return text;
+}
+
+// The JSON type as TensorFlow Serving names it in its messages.
+const char* JsonTypeName(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "Null";
+    case json::kind::bool_:
+      return v.get_bool() ? "True" : "False";
+    case json::kind::object:
+      return "Object";
+    case json::kind::array:
+      return "Array";
+    case json::kind::string:
+      return "String";
+    default:
+      return "Number";
+  }
 }
 
 std::string ShapeText(const std::vector<int64_t>& dims) {
@@ -135,12 +161,15 @@ absl::Status AppendLeaves(const json::value& value,
   if (level != dims.size()) {
     return Invalid(absl::StrCat(
         "JSON Value: ", Quoted(value), " found at incorrect level: ", level + 1,
-        " in the JSON DOM. Expected at level: ", dims.size() + 1));
+        " in the JSON DOM. Expected at level: ", dims.size()));
   }
   auto wrong = [&] {
-    return Invalid(
-        absl::StrCat("JSON Value: ", Quoted(value),
-                     " is not of expected type: ", DTypeName(dtype)));
+    // A non-finite token is a number to TensorFlow Serving's parser.
+    const char* type =
+        NonFiniteMarker(value).has_value() ? "Number" : JsonTypeName(value);
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(value), " Type: ", type,
+                                " is not of expected type: ",
+                                DTypeName(dtype)));
   };
   if constexpr (std::is_same_v<T, bool>) {
     if (!value.is_bool()) return wrong();
@@ -380,7 +409,9 @@ absl::StatusOr<json::value> ParseBody(absl::string_view body) {
   return doc;
 }
 
-// The signature_name a body asks for (serving_default when it has none).
+// The signature_name a body asks for: serving_default when it has none or
+// an empty one, as TensorFlow Serving reads it (a client that echoes the
+// metadata's model_spec.signature_name sends "").
 absl::StatusOr<std::string> SignatureName(const json::value& doc) {
   const json::value* name = doc.get_object().if_contains("signature_name");
   if (name == nullptr) return std::string(kDefaultServingSignature);
@@ -390,28 +421,12 @@ absl::StatusOr<std::string> SignatureName(const json::value& doc) {
         " not formatted correctly. 'signature_name' key must be a string "
         "value."));
   }
+  if (name->get_string().empty()) return std::string(kDefaultServingSignature);
   return std::string(name->get_string().data(), name->get_string().size());
 }
 
 // ---- classify and regress: examples' features into the signature's inputs
 
-// The JSON type as TensorFlow Serving names it in its messages.
-const char* JsonTypeName(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "Null";
-    case json::kind::bool_:
-      return v.get_bool() ? "True" : "False";
-    case json::kind::object:
-      return "Object";
-    case json::kind::array:
-      return "Array";
-    case json::kind::string:
-      return "String";
-    default:
-      return "Number";
-  }
-}
 
 // What TensorFlow Serving checks of a signature before running it for
 // classify or regress (its classifier.cc and regressor.cc).
@@ -613,12 +628,24 @@ void AppendNumber(std::string& out, T v) {
     } else if (std::isinf(v)) {
       out += v > 0 ? "Infinity" : "-Infinity";
     } else {
+      // TensorFlow Serving's digits (json_tensor.cc's WriteDecimal): six
+      // significant ones as printf's %g writes them, or max_digits10 when
+      // six do not read back as the same value; ".0" after a whole number
+      // in fixed notation. Clients compare answers as text too (golden
+      // files), so 0.999999046 must not come out as 0.99999905.
       char buffer[64];
-      auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
-      (void)ec;
-      const std::string_view text(buffer, end - buffer);
+      auto written = std::to_chars(buffer, buffer + sizeof(buffer), v,
+                                   std::chars_format::general, 6);
+      T back{};
+      const auto read = std::from_chars(buffer, written.ptr, back);
+      if (read.ec != std::errc() || back != v) {
+        written = std::to_chars(buffer, buffer + sizeof(buffer), v,
+                                std::chars_format::general,
+                                std::numeric_limits<T>::max_digits10);
+      }
+      const std::string_view text(buffer, written.ptr - buffer);
       out += text;
-      if (text.find_first_of(".eE") == std::string_view::npos) out += ".0";
+      if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
     }
   } else {
     char buffer[32];
@@ -823,7 +850,7 @@ absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
 
   auto sig = signatures.find(request.signature_name);
   if (sig == signatures.end()) {
-    return Invalid(absl::StrCat("No signature was found with name: ",
+    return Invalid(absl::StrCat("No signature was found with the name: ",
                                 request.signature_name));
   }
   COSESSION_RETURN_IF_ERROR(

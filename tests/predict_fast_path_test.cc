@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/serving/rest_json.h"
 #include "tests/signature_spec.h"
@@ -73,11 +74,17 @@ TEST(PredictFastPath, TakesTheCommonBodiesAsTheTreeDoes) {
       R"({"inst\u0061nces": [[18446744073709551615, -9223372036854775808]]})",
       R"( { "instances" : [ [ 1 , 2 ] , [ 3 , 4 ] ] } )",
       R"({"instances": [[3.4028235e39, 1e-50, -0, -0.0]]})",
+      R"({"signature_name": "", "instances": [[1, 2]]})",
+      R"({"instances": [[1, 2]], "signature_name": ""})",
   };
   for (const std::string& body : bodies) {
     std::optional<PredictRequest> dense =
         TryParseDensePredictRequest(body, sigs);
     ASSERT_TRUE(dense.has_value()) << body;
+    if (absl::StrContains(body, R"("signature_name": "")")) {
+      // An empty name is the default signature, as in TensorFlow Serving.
+      EXPECT_EQ(dense->signature_name, kDefaultServingSignature) << body;
+    }
     absl::StatusOr<PredictRequest> tree =
         ParsePredictRequestThroughTree(body, sigs);
     ASSERT_TRUE(tree.ok()) << body << ": " << tree.status();

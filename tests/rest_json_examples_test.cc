@@ -111,8 +111,12 @@ TEST(RestJsonExamples, BadRequestsNameTheFeatureAndTheExample) {
        "Example must be JSON object but got JSON Array"},
       {kClassify, R"({"context": 3, "examples": [{}]})",
        "Example must be JSON object but got JSON Number"},
+      // An empty name is serving_default, a predict signature here.
+      {kClassify, R"({"signature_name": "", "examples": [{"x": [1, 2]}]})",
+       "Expected classification signature method_name to be "
+       "tensorflow/serving/classify. Was: tensorflow/serving/predict"},
       {kClassify, R"({"signature_name": "nope", "examples": [{}]})",
-       "No signature was found with name: nope"},
+       "No signature was found with the name: nope"},
       // serving_default here is a predict signature, as TF Serving answers.
       {kClassify, R"({"examples": [{"x": [1, 2]}]})",
        "Expected classification signature method_name to be "

@@ -46,6 +46,19 @@ TEST(RestJson, RowFormatStacksTheInstances) {
   EXPECT_EQ(x.flat<float>()[3], 4.0f);
 }
 
+// TensorFlow Serving reads an empty signature_name as serving_default (a
+// client echoing the metadata's model_spec.signature_name sends "").
+TEST(RestJson, AnEmptySignatureNameIsTheDefaultSignature) {
+  for (absl::string_view body : {R"({"signature_name": "", "instances": [[1, 2]]})",
+                                 R"({"signature_name": "", "inputs": [[1, 2]]})",
+                                 R"({"inputs": {"x": [[1, 2]]}, "signature_name": ""})"}) {
+    auto request = Parse(body);
+    ASSERT_TRUE(request.ok()) << body << ": " << request.status();
+    EXPECT_EQ(request->signature_name, "serving_default") << body;
+    EXPECT_EQ(request->inputs.at("x").shape().DebugString(), "[1,2]") << body;
+  }
+}
+
 TEST(RestJson, RowFormatWithSeveralInputsTakesObjects) {
   auto request = Parse(R"({"signature_name": "pair",
       "instances": [{"a": 1.5, "b": 7}, {"a": 2, "b": -3}]})");
@@ -87,7 +100,8 @@ TEST(RestJson, RowObjectsNameTheInputsWhateverTheirNumber) {
        "JSON object: does not have named input: x"},
       {R"({"signature_name": "pair", "instances": [{"a": 1, "b": true}]})",
        "Failed to process element: 0 key: b of 'instances' list. Error: "
-       "INVALID_ARGUMENT: JSON Value: true is not of expected type: int64"},
+       "INVALID_ARGUMENT: JSON Value: true Type: True is not of expected type: "
+       "int64"},
   };
   for (const auto& c : cases) {
     auto bad = Parse(c.body);
@@ -126,6 +140,14 @@ TEST(RestJson, BareNaNAndInfinityAreFloatsAsInTensorFlowServing) {
   ASSERT_TRUE(columnar.ok()) << columnar.status();
   EXPECT_TRUE(std::isnan(columnar->inputs.at("x").flat<float>()[0]));
   EXPECT_EQ(columnar->inputs.at("x").flat<float>()[1], 1.0f);
+  // RapidJSON's kParseNanAndInfFlag also takes Inf, -Inf and -NaN.
+  auto short_forms = Parse(R"({"inputs": [[Inf, -Inf], [-NaN, -Infinity]]})");
+  ASSERT_TRUE(short_forms.ok()) << short_forms.status();
+  const auto x = short_forms->inputs.at("x").flat<float>();
+  EXPECT_EQ(x[0], std::numeric_limits<float>::infinity());
+  EXPECT_EQ(x[1], -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(x[2]));
+  EXPECT_EQ(x[3], -std::numeric_limits<float>::infinity());
 }
 
 TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
@@ -148,7 +170,12 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"instances": [[1, 2], [[3, 4]]]})",
        "Expecting shape [2] but got: [1,2]"},
       {R"({"instances": [[1, "two"]]})",
-       "JSON Value: \"two\" is not of expected type: float"},
+       "JSON Value: \"two\" Type: String is not of expected type: float"},
+      // A leaf where the first instance had a list; TensorFlow Serving
+      // counts the leaf's level from 1 and the expected one from 0.
+      {R"({"instances": [[[1], 2]]})",
+       "JSON Value: 2 found at incorrect level: 2 in the JSON DOM. Expected "
+       "at level: 2"},
       {R"({"inputs": [[1, 2], [3]]})",
        "Encountered list at unexpected size: 1 at level: 1 expected size: 2"},
       {R"({"signature_name": "pair", "instances": [1, 2]})",
@@ -158,12 +185,12 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"signature_name": "pair", "inputs": {"a": [1]}})",
        "Missing named input: b in 'inputs' object."},
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [true]}})",
-       "JSON Value: true is not of expected type: int64"},
+       "JSON Value: true Type: True is not of expected type: int64"},
       // The non-finite tokens are floats only, and only bare.
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [NaN]}})",
-       "JSON Value: NaN is not of expected type: int64"},
+       "JSON Value: NaN Type: Number is not of expected type: int64"},
       {R"({"instances": [[1, "NaN"]]})",
-       "JSON Value: \"NaN\" is not of expected type: float"},
+       "JSON Value: \"NaN\" Type: String is not of expected type: float"},
       {R"({"instances": [[1, Nan]]})", "JSON Parse error"},
       {R"({"instances": [[1, NaN]})", "JSON Parse error"},
   };
@@ -200,6 +227,25 @@ TEST(RestJson, RowResponsesHaveOneItemPerRow) {
   body = RenderPredictResponse(PredictFormat::kRow, scalar);
   EXPECT_TRUE(absl::StrContains(body.status().message(),
                                 "Tensor name: s has no shape information"));
+}
+
+// Numbers come out with TensorFlow Serving's digits (json_tensor.cc's
+// WriteDecimal): printf's %g, or max_digits10 when six significant digits
+// do not read back as the value, and ".0" after whole numbers.
+TEST(RestJson, NumbersHaveTensorFlowServingsDigits) {
+  NamedTensors floats{{"y", Tensor::FromVector<float>(
+                                {0.99999905f, 2.636792e-12f, 0.1f, 100000.0f,
+                                 1e6f, 2.5e-5f, -0.0f, 123456.7f, 3.0f})}};
+  auto body = RenderPredictResponse(PredictFormat::kColumnar, floats);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body,
+            R"({"outputs":[0.999999046,2.63679204e-12,0.1,100000.0,1e+06,)"
+            R"(2.5e-05,-0.0,123456.703,3.0]})");
+  NamedTensors doubles{
+      {"y", Tensor::FromVector<double>({1.0 / 3.0, 0.1, 1e-7, 2.0})}};
+  body = RenderPredictResponse(PredictFormat::kColumnar, doubles);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, R"({"outputs":[0.33333333333333331,0.1,1e-07,2.0]})");
 }
 
 TEST(RestJson, ColumnarResponsesAndSpecialValues) {
