@@ -943,13 +943,19 @@ HttpReply ModelServer::PrometheusText() const {
   out +=
       "# TYPE :tensorflow:serving:batching_session:processed_batch_size "
       "histogram\n";
-  int64_t below = 0;
-  for (const auto& [size, count] : sizes) {
-    below += count;
+  // TensorFlow Serving's fixed buckets (batching_util.h's
+  // Buckets::Exponential(1, 2, 14)): 1, 2, 4, ..., 8192, then +Inf, the same
+  // set in every scrape whatever sizes ran.
+  for (int64_t limit = 1; limit <= 8192; limit *= 2) {
+    int64_t below = 0;
+    for (auto it = sizes.begin(); it != sizes.end() && it->first <= limit;
+         ++it) {
+      below += it->second;
+    }
     absl::StrAppend(&out,
                     ":tensorflow:serving:batching_session:processed_batch_"
                     "size_bucket{le=\"",
-                    size, "\"} ", below, "\n");
+                    limit, "\"} ", below, "\n");
   }
   absl::StrAppend(
       &out,

@@ -152,6 +152,24 @@ CO_TEST(ModelServer, ClassifyAndRegressAnswerFromTheirSignatures) {
                                   "request_latency_count{model_name=\"m\","
                                   "API=\"regress\",entrypoint=\"REST\"} 1"))
         << metrics.body;
+    if (batching) {
+      // TensorFlow Serving's fixed buckets, 1 to 8192 by powers of two,
+      // whatever sizes ran (here a batch of 2 and one of 3).
+      const std::string bucket =
+          ":tensorflow:serving:batching_session:processed_batch_size_bucket";
+      for (const auto& [le, count] :
+           std::vector<std::pair<std::string, int>>{{"1", 0},
+                                                    {"2", 1},
+                                                    {"4", 2},
+                                                    {"8192", 2},
+                                                    {"+Inf", 2}}) {
+        EXPECT_TRUE(absl::StrContains(
+            metrics.body, absl::StrCat(bucket, "{le=\"", le, "\"} ", count,
+                                       "\n")))
+            << le << "\n" << metrics.body;
+      }
+      EXPECT_FALSE(absl::StrContains(metrics.body, bucket + "{le=\"3\"}"));
+    }
     HttpReply metadata =
         co_await server->Handle("GET", "/v1/models/m/metadata", "");
     EXPECT_EQ(Parsed(metadata)
