@@ -89,6 +89,26 @@ absl::Status CheckpointSaverHook::Begin(Graph& graph) {
   return absl::OkStatus();
 }
 
+absl::Status CheckpointSaverHook::LogCheckpoint(const PendingSave& save) {
+  // The writer is made at the first save written, not in Begin: the
+  // directory exists then, and a directory that cannot be written is
+  // reported by the write that failed.
+  if (summary_writer_ == nullptr) {
+    absl::StatusOr<std::shared_ptr<SummaryWriter>> writer =
+        SummaryWriterCache::Get(options_.checkpoint_dir);
+    if (!writer.ok()) return writer.status();
+    summary_writer_ = *std::move(writer);
+  }
+  // TensorFlow's checkpoint_path here is the save path without the step
+  // ("<dir>/model.ckpt"); the state file names the step's checkpoint.
+  std::string path = options_.checkpoint_dir;
+  if (!path.empty() && path.back() != '/') path += '/';
+  path += saver_->options().filename_prefix;
+  summary_writer_->AddSessionLog(SessionLog::kCheckpoint, save.step(),
+                                 std::move(path));
+  return absl::OkStatus();
+}
+
 asio::awaitable<absl::StatusOr<std::vector<Tensor>>>
 CheckpointSaverHook::ReadSnapshot(Session& session) {
   RunArgs args{.fetches = {step_.tensor()}};
@@ -106,6 +126,7 @@ asio::awaitable<absl::Status> CheckpointSaverHook::Deliver(
   undelivered_.reset();
   absl::StatusOr<std::string> written = co_await save->Wait();
   if (!written.ok()) co_return written.status();
+  if (absl::Status s = LogCheckpoint(*save); !s.ok()) co_return s;
   bool stop = false;
   for (const auto& listener : options_.listeners) {
     absl::StatusOr<bool> asked =
@@ -165,7 +186,9 @@ absl::Status CheckpointSaverHook::DeliverIfDoneWithoutListeners() {
   if (!undelivered_ || !undelivered_->done()) return absl::OkStatus();
   std::shared_ptr<PendingSave> save = std::move(undelivered_);
   undelivered_.reset();
-  return save->WaitBlocking().status();  // done: returns at once
+  // Done: returns at once.
+  if (absl::Status s = save->WaitBlocking().status(); !s.ok()) return s;
+  return LogCheckpoint(*save);
 }
 
 absl::Status CheckpointSaverHook::BeforeRunSync(SessionRunContext&,
@@ -232,6 +255,12 @@ asio::awaitable<absl::Status> CheckpointSaverHook::End(Session& session) {
   // The last write must be on disk before the session is gone.
   absl::Status delivered = co_await Deliver(session, nullptr);
   if (status.ok()) status = delivered;
+  // The CHECKPOINT events with it.
+  if (summary_writer_ != nullptr) {
+    absl::Status flushed =
+        co_await summary_writer_->AsyncFlush(asio::use_awaitable);
+    if (status.ok()) status = flushed;
+  }
   for (const auto& listener : options_.listeners) {
     absl::Status s = co_await listener->End(session, step);
     if (status.ok()) status = s;

@@ -26,6 +26,10 @@
 //   * A save: every listener's BeforeSave, the write, every listener's
 //     AfterSave; an AfterSave that returns true asks the session to stop
 //     (ShouldStop() becomes true after the step in which AfterSave ran).
+//   * Each save written is logged as a SessionLog CHECKPOINT event (its
+//     checkpoint_path "<checkpoint_dir>/<filename_prefix>", its step the
+//     saved one) in the checkpoint directory's event file
+//     (SummaryWriterCache; made at the first save written), flushed by End.
 //
 // Where this differs, and why:
 //   * The write runs on the Runtime's pool while training goes on (see
@@ -71,6 +75,7 @@
 #include "cosession/hooks/global_step.h"
 #include "cosession/hooks/second_or_step_timer.h"
 #include "cosession/io/saver.h"
+#include "cosession/io/summary_writer.h"
 
 namespace cosession {
 
@@ -159,6 +164,9 @@ class CheckpointSaverHook : public SyncSessionRunHook {
       Session& session, SessionRunContext* context);
   // The same without suspending, when there are no listeners to tell.
   absl::Status DeliverIfDoneWithoutListeners();
+  // Once `save`'s write succeeded: SessionLog CHECKPOINT into the
+  // checkpoint directory's event file, as TensorFlow's hook writes it.
+  absl::Status LogCheckpoint(const PendingSave& save);
 
   CheckpointSaverHookOptions options_;
   SecondOrStepTimer timer_;
@@ -167,6 +175,9 @@ class CheckpointSaverHook : public SyncSessionRunHook {
   GlobalStep step_;
   // A save whose AfterSave listeners have not run yet.
   std::shared_ptr<PendingSave> undelivered_;
+  // The checkpoint directory's event file (SummaryWriterCache), from the
+  // first save written.
+  std::shared_ptr<SummaryWriter> summary_writer_;
 };
 
 // A Scaffold::restore function that restores, with the hook's Saver (created

@@ -76,10 +76,8 @@ absl::Status SummarySaverHook::Begin(Graph& graph) {
 }
 
 boost::asio::awaitable<absl::Status> SummarySaverHook::AfterCreateSession(
-    Session& session, Coordinator&) {
-  absl::StatusOr<int64_t> global_step = co_await step_.Read(session);
-  if (!global_step.ok()) co_return global_step.status();
-  writer_->AddSessionLog(SessionLog::kStart, *global_step);
+    Session&, Coordinator&) {
+  start_pending_ = true;
   co_return absl::OkStatus();
 }
 
@@ -104,6 +102,10 @@ absl::Status SummarySaverHook::BeforeRunSync(SessionRunContext&,
 
 absl::Status SummarySaverHook::Write(const SessionRunValues& values,
                                      int64_t global_step) {
+  if (start_pending_) {
+    writer_->AddSessionLog(SessionLog::kStart, global_step);
+    start_pending_ = false;
+  }
   if (request_summary_) {
     timer_.UpdateLastTriggeredStep(global_step);
     const size_t expected =
@@ -143,7 +145,7 @@ boost::asio::awaitable<absl::Status> SummarySaverHook::AfterRun(
   absl::Status fetched = step_.TakeFetched(values).status();
   if (!fetched.ok()) co_return fetched;
   int64_t global_step = step_.EstimatedAfter();
-  if (!next_step_.has_value() || request_summary_) {
+  if (!next_step_.has_value() || request_summary_ || start_pending_) {
     absl::StatusOr<int64_t> real = co_await step_.Read(context.session());
     if (!real.ok()) co_return real.status();
     global_step = *real;

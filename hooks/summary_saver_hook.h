@@ -17,11 +17,14 @@
 //   * summaries are written at the global step read after the step
 //     (save_steps = 8, one increment per step: steps 1, 9, 17, 25, ...);
 //   * End flushes the writer.
-// Where TensorFlow writes SessionLog START at the first step, this hook
-// writes it whenever a session is created (AfterCreateSession), at the
-// session's global step -- after a restart from a checkpoint that is the
-// restored step, so TensorBoard discards the events the crashed run wrote
-// after the checkpoint.
+//   * SessionLog START is written after the first step, at the global step
+//     read after it (1 for a fresh run, N + 1 after a restore from the
+//     checkpoint of step N), before that step's summaries. TensorBoard
+//     then discards the events a crashed run wrote after step N, and keeps
+//     those at step N itself (a START at N would drop them). Where
+//     TensorFlow writes it once after Begin, this hook writes it after the
+//     first step of every session it is told of (AfterCreateSession), so
+//     that a session recovered from a checkpoint does the same.
 //
 // The hook suspends (to read the global step after the step) only on the
 // steps it expects to trigger (MaySuspendInNextStep); when a time-based
@@ -83,7 +86,9 @@ class SummarySaverHook : public SyncSessionRunHook {
       SessionRunContext& context, const SessionRunValues& values) override;
   boost::asio::awaitable<absl::Status> End(Session& session) override;
   bool MaySuspend() const override { return true; }
-  bool MaySuspendInNextStep() const override { return WantsSummaries(); }
+  bool MaySuspendInNextStep() const override {
+    return start_pending_ || WantsSummaries();
+  }
 
  private:
   SummarySaverHook(SummarySaverHookOptions options, SecondOrStepTimer timer)
@@ -101,6 +106,8 @@ class SummarySaverHook : public SyncSessionRunHook {
   // The step the next run is expected to produce; unset before the first.
   std::optional<int64_t> next_step_;
   bool request_summary_ = false;
+  // A session was created and its first step has not run: START is due.
+  bool start_pending_ = false;
 };
 
 }  // namespace cosession

@@ -20,6 +20,7 @@
 #include "cosession/io/atomic_file.h"
 #include "cosession/io/safetensors.h"
 #include "tests/co_test.h"
+#include "tests/event_test_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_util.h"
 
@@ -151,6 +152,31 @@ CO_TEST(CheckpointSaverHook, SaveStepsSavesAtCreationThenEveryNSteps) {
   EXPECT_EQ(latest, (std::vector<int64_t>{0, 2, 2, 4, 4}));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(co_await LatestSavedStep(*hook), 5);  // End saves the last step
+}
+
+// As TensorFlow's CheckpointSaverHook._save: every save is logged as a
+// SessionLog CHECKPOINT in the checkpoint directory's event file, at the
+// saved step, with the save path (no step) as checkpoint_path.
+CO_TEST(CheckpointSaverHook, EachSaveIsLoggedAsASessionLogCheckpointEvent) {
+  ScratchDir dir;
+  TrainGraph graph;
+  auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 2});
+  auto ms = co_await Start(graph.g, hook);
+  CO_ASSERT_TRUE(ms != nullptr);
+  for (int i = 0; i < 5; ++i) {
+    CO_ASSERT_OK(
+        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
+  }
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  const std::vector<std::string> files = testing::EventFiles(dir.path());
+  CO_ASSERT_TRUE(files.size() == 1u);
+  std::vector<int64_t> steps;
+  for (const testing::DecodedEvent& e : testing::ReadEventsForTest(files[0])) {
+    if (e.session_log_status != 3) continue;  // CHECKPOINT
+    steps.push_back(e.step);
+    EXPECT_EQ(e.checkpoint_path, dir.path() + "/model.ckpt");
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{0, 2, 4, 5}));
 }
 
 CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {

@@ -1,6 +1,6 @@
 // SummarySaverHook: TensorFlow's SummarySaverHookTest cases (save_steps,
-// save_secs, several summaries) with a ManualClock, SessionLog START at
-// session creation and after a restore, histograms, End's flush; values
+// save_secs, several summaries) with a ManualClock, SessionLog START after
+// the first step and after a restore, histograms, End's flush; values
 // read back from the event file.
 #include "cosession/hooks/summary_saver_hook.h"
 
@@ -189,22 +189,29 @@ CO_TEST(SummarySaverHook, SaveSecsSavesOnceEveryThreeSteps) {
                                      {7, {{"my_summary", 3.0f}}}}));
 }
 
-CO_TEST(SummarySaverHook, WritesSessionLogStartWhenTheSessionIsCreated) {
+// As TensorFlow's SummarySaverHook.after_run: START once, at the global
+// step read after the first step, before that step's summaries.
+CO_TEST(SummarySaverHook, WritesSessionLogStartAfterTheFirstStep) {
   Fixture f;
   auto options = f.Options();
   options.save_steps = 100;
   CO_ASSERT_OK(co_await Train(&f, MakeHook(options), 2, absl::ZeroDuration()));
   auto events = f.Events();
-  CO_ASSERT_TRUE(events.size() >= 2);
+  CO_ASSERT_TRUE(events.size() >= 3);
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
   EXPECT_EQ(events[1].session_log_status, 1);  // START
-  EXPECT_EQ(events[1].step, 0);
+  EXPECT_EQ(events[1].step, 1);
+  EXPECT_EQ(events[2].step, 1);
+  EXPECT_FALSE(events[2].summary.empty());  // the first step's summary
   int starts = 0;
   for (const auto& e : events) starts += e.session_log_status == 1;
   EXPECT_EQ(starts, 1);
 }
 
-CO_TEST(SummarySaverHook, AfterARestoreSessionLogStartIsAtTheRestoredStep) {
+// After a restore from the checkpoint of step 42, START is at 43: TensorBoard
+// then drops what a crashed run wrote after step 42 and keeps step 42's own
+// events (a START at 42 would drop those too).
+CO_TEST(SummarySaverHook, AfterARestoreSessionLogStartIsAfterTheRestoredStep) {
   Fixture f;
   // A "restore" that sets the global step as a checkpoint would.
   Output restore_step =
@@ -222,7 +229,7 @@ CO_TEST(SummarySaverHook, AfterARestoreSessionLogStartIsAtTheRestoredStep) {
   auto events = f.Events();
   CO_ASSERT_TRUE(events.size() >= 3);
   EXPECT_EQ(events[1].session_log_status, 1);
-  EXPECT_EQ(events[1].step, 42);
+  EXPECT_EQ(events[1].step, 43);
   EXPECT_EQ(f.Summaries(), (Expected{{43, {{"my_summary", 1.0f}}}}));
 }
 
