@@ -657,7 +657,11 @@ absl::StatusOr<std::string> Saver::WriteCheckpoint(
   std::erase_if(retained_, [&](const Retained& r) { return r.name == name; });
   retained_.push_back({name, clock_->Now()});
   std::vector<std::string> doomed;
-  if (options_.max_to_keep > 0) {
+  if (options_.max_to_keep == 0) {
+    // TF's Saver with max_to_keep 0 deletes nothing and lists only the
+    // newest checkpoint, so the state file does not grow with every save.
+    retained_.erase(retained_.begin(), retained_.end() - 1);
+  } else {
     while (retained_.size() > static_cast<size_t>(options_.max_to_keep)) {
       Retained oldest = retained_.front();
       retained_.erase(retained_.begin());

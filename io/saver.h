@@ -100,8 +100,8 @@ inline constexpr absl::string_view kRestoreOptionalCollection =
 inline constexpr absl::string_view kGlobalStepKey = "global_step";
 
 struct SaverOptions {
-  // Checkpoints listed in the state file; older ones are deleted. 0 = keep
-  // every checkpoint.
+  // Checkpoints listed in the state file; older ones are deleted. 0 = delete
+  // none, and list only the newest in the state file (as TF's Saver).
   int max_to_keep = 5;
   // Additionally keep one checkpoint per this much time (TF's
   // keep_checkpoint_every_n_hours; the default keeps none in practice).

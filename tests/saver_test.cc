@@ -347,7 +347,9 @@ CO_TEST(Saver, MaxToKeepDeletesTheOldestCheckpoints) {
             (std::vector<std::string>{"model.ckpt-3", "model.ckpt-4"}));
 }
 
-CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpoint) {
+// As TF's Saver (max_to_keep 0 or None): no file is deleted, and the state
+// file lists only the newest, so it does not grow with every save.
+CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpointAndListsTheNewest) {
   ScratchDir dir;
   Model m;
   auto saver = MakeSaver(m.g, {.max_to_keep = 0});
@@ -359,6 +361,12 @@ CO_TEST(Saver, MaxToKeepZeroKeepsEveryCheckpoint) {
     EXPECT_TRUE(
         fs::exists(dir / absl::StrCat("model.ckpt-", step, ".safetensors")));
   }
+  auto state = ReadCheckpointState(dir.path());
+  CO_ASSERT_OK(state.status());
+  EXPECT_EQ(state->model_checkpoint_path, "model.ckpt-7");
+  EXPECT_EQ(state->all_model_checkpoint_paths,
+            (std::vector<std::string>{"model.ckpt-7"}));
+  EXPECT_EQ(state->all_model_checkpoint_timestamps.size(), 1u);
 }
 
 CO_TEST(Saver, KeepCheckpointEveryNHoursPreservesOnePerPeriod) {
