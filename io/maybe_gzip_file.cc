@@ -204,8 +204,8 @@ struct MaybeGzipFile::Reader {
     return absl::OkStatus();
   }
 
-  int fd;                     // -1: reading `memory`
-  absl::string_view memory;   // what is left of the bytes read from memory
+  int fd;                    // -1: reading `memory`
+  absl::string_view memory;  // what is left of the bytes read from memory
   std::vector<uint8_t> input;
   size_t begin = 0;  // [begin, end) is read and not yet consumed
   size_t end = 0;

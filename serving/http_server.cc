@@ -1,5 +1,6 @@
 #include "cosession/serving/http_server.h"
 
+#include <algorithm>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -8,7 +9,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <set>
@@ -82,9 +82,8 @@ absl::StatusOr<std::string> GunzipBody(absl::string_view body,
     plain.resize(had + *n);
     if (*n == 0) return plain;
     if (plain.size() > max_bytes) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("request body larger than ", max_bytes,
-                       " bytes once uncompressed"));
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "request body larger than ", max_bytes, " bytes once uncompressed"));
     }
   }
 }
@@ -277,11 +276,12 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
         absl::StatusOr<std::string> plain =
             GunzipBody(body, options.max_body_bytes);
         if (!plain.ok()) {
-          co_await WriteError(c, plain.status().code() ==
-                                         absl::StatusCode::kResourceExhausted
-                                     ? 413
-                                     : 400,
-                              std::string(plain.status().message()));
+          co_await WriteError(
+              c,
+              plain.status().code() == absl::StatusCode::kResourceExhausted
+                  ? 413
+                  : 400,
+              std::string(plain.status().message()));
           co_return;
         }
         body = *std::move(plain);

@@ -167,9 +167,9 @@ absl::Status AppendLeaves(const json::value& value,
     // A non-finite token is a number to TensorFlow Serving's parser.
     const char* type =
         NonFiniteMarker(value).has_value() ? "Number" : JsonTypeName(value);
-    return Invalid(absl::StrCat("JSON Value: ", Quoted(value), " Type: ", type,
-                                " is not of expected type: ",
-                                DTypeName(dtype)));
+    return Invalid(
+        absl::StrCat("JSON Value: ", Quoted(value), " Type: ", type,
+                     " is not of expected type: ", DTypeName(dtype)));
   };
   if constexpr (std::is_same_v<T, bool>) {
     if (!value.is_bool()) return wrong();
@@ -426,7 +426,6 @@ absl::StatusOr<std::string> SignatureName(const json::value& doc) {
 }
 
 // ---- classify and regress: examples' features into the signature's inputs
-
 
 // What TensorFlow Serving checks of a signature before running it for
 // classify or regress (its classifier.cc and regressor.cc).

@@ -116,6 +116,16 @@ asio::awaitable<std::unique_ptr<MonitoredSession>> Start(
   co_return std::move(created).value();
 }
 
+// Runs `steps` training steps; the first error, if any.
+asio::awaitable<absl::Status> TrainSteps(MonitoredSession& ms,
+                                         const TrainGraph& graph, int steps) {
+  for (int i = 0; i < steps; ++i) {
+    auto ran = co_await ms.Run(graph.Train(), asio::use_awaitable);
+    if (!ran.ok()) co_return ran.status();
+  }
+  co_return absl::OkStatus();
+}
+
 // The step of the newest checkpoint of `dir` (-1 when there is none), once
 // the save in flight finished.
 asio::awaitable<int64_t> LatestSavedStep(CheckpointSaverHook& hook) {
@@ -163,10 +173,7 @@ CO_TEST(CheckpointSaverHook, EachSaveIsLoggedAsASessionLogCheckpointEvent) {
   auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 2});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
-  for (int i = 0; i < 5; ++i) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-  }
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 5));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   const std::vector<std::string> files = testing::EventFiles(dir.path());
   CO_ASSERT_TRUE(files.size() == 1u);
@@ -210,10 +217,7 @@ CO_TEST(CheckpointSaverHook, EndSavesTheLastStepWhenTheLastSaveIsOlder) {
                         .clock = &clock});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
-  for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-  }
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 2));
   EXPECT_EQ(co_await LatestSavedStep(*hook), 0);
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(co_await LatestSavedStep(*hook), 2);
@@ -233,10 +237,7 @@ CO_TEST(CheckpointSaverHook, ListenerCountsMatchTensorFlowWithSaveStepsOne) {
                         .listeners = {first, second}});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
-  for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-  }
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 2));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   const Counts expected{
       {"begin", 1}, {"before_save", 3}, {"after_save", 3}, {"end", 1}};
@@ -257,10 +258,7 @@ CO_TEST(CheckpointSaverHook, SaveSecsCallsListenersAtCreationAndEnd) {
                         .clock = &clock});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
-  for (int i = 0; i < 2; ++i) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-  }
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 2));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(
       listener->counts,
@@ -277,10 +275,7 @@ CO_TEST(CheckpointSaverHook, AfterSaveRunsOnlyOnceTheCheckpointIsOnDisk) {
       {.checkpoint_dir = dir.path(), .save_steps = 1, .listeners = {listener}});
   auto ms = co_await Start(graph.g, hook);
   CO_ASSERT_TRUE(ms != nullptr);
-  for (int i = 0; i < 4; ++i) {
-    CO_ASSERT_OK(
-        (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-  }
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 4));
   CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
   EXPECT_EQ(listener->saved_steps, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(listener->problems.empty()) << listener->problems.front();
@@ -337,10 +332,7 @@ CO_TEST(CheckpointSaverHook, ARestartedSessionResumesAtTheSavedGlobalStep) {
     auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 100});
     auto ms = co_await Start(graph.g, hook);
     CO_ASSERT_TRUE(ms != nullptr);
-    for (int i = 0; i < 3; ++i) {
-      CO_ASSERT_OK(
-          (co_await ms->Run(graph.Train(), asio::use_awaitable)).status());
-    }
+    CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 3));
     CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));  // saves step 3
   }
   TrainGraph graph;  // a new process, in effect

@@ -1,17 +1,17 @@
 // HttpServer on loopback, with handlers the tests control: keep-alive, the
-// body limit (413), gzip bodies, `Expect: 100-continue`, headers trickling in too slowly, idle connections, the
-// connection bound (503), a client leaving mid-request (its handler is
-// cancelled), and Stop draining the request in flight. Waits are on
-// channels and on the server closing connections, never sleeps; each test
-// is bounded by CO_TEST's limit.
+// body limit (413), gzip bodies, `Expect: 100-continue`, headers trickling in
+// too slowly, idle connections, the connection bound (503), a client leaving
+// mid-request (its handler is cancelled), and Stop draining the request in
+// flight. Waits are on channels and on the server closing connections, never
+// sleeps; each test is bounded by CO_TEST's limit.
 #include "cosession/serving/http_server.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/experimental/channel.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/read_until.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <memory>
 #include <string>
@@ -147,12 +147,14 @@ CO_TEST(HttpServer, BadOrTooLargeGzipBodiesAreRefused) {
   auto big = co_await HttpCall(port, "POST", "/v1/x", bomb, gzip);
   CO_ASSERT_OK(big.status());
   EXPECT_EQ(big->status, 413u);
-  EXPECT_TRUE(absl::StrContains(big->body, "larger than 1000 bytes once "
-                                           "uncompressed"))
+  EXPECT_TRUE(absl::StrContains(big->body,
+                                "larger than 1000 bytes once "
+                                "uncompressed"))
       << big->body;
   EXPECT_FALSE(big->keep_alive);
 
-  auto plain = co_await HttpCall(port, "POST", "/v1/x", R"({"inputs": 1})", gzip);
+  auto plain =
+      co_await HttpCall(port, "POST", "/v1/x", R"({"inputs": 1})", gzip);
   CO_ASSERT_OK(plain.status());
   EXPECT_EQ(plain->status, 400u);
   EXPECT_TRUE(absl::StrContains(plain->body, "is not gzip data"))

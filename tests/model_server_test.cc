@@ -157,16 +157,13 @@ CO_TEST(ModelServer, ClassifyAndRegressAnswerFromTheirSignatures) {
       // whatever sizes ran (here a batch of 2 and one of 3).
       const std::string bucket =
           ":tensorflow:serving:batching_session:processed_batch_size_bucket";
-      for (const auto& [le, count] :
-           std::vector<std::pair<std::string, int>>{{"1", 0},
-                                                    {"2", 1},
-                                                    {"4", 2},
-                                                    {"8192", 2},
-                                                    {"+Inf", 2}}) {
+      for (const auto& [le, count] : std::vector<std::pair<std::string, int>>{
+               {"1", 0}, {"2", 1}, {"4", 2}, {"8192", 2}, {"+Inf", 2}}) {
         EXPECT_TRUE(absl::StrContains(
-            metrics.body, absl::StrCat(bucket, "{le=\"", le, "\"} ", count,
-                                       "\n")))
-            << le << "\n" << metrics.body;
+            metrics.body,
+            absl::StrCat(bucket, "{le=\"", le, "\"} ", count, "\n")))
+            << le << "\n"
+            << metrics.body;
       }
       EXPECT_FALSE(absl::StrContains(metrics.body, bucket + "{le=\"3\"}"));
     }

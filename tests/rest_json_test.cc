@@ -49,9 +49,10 @@ TEST(RestJson, RowFormatStacksTheInstances) {
 // TensorFlow Serving reads an empty signature_name as serving_default (a
 // client echoing the metadata's model_spec.signature_name sends "").
 TEST(RestJson, AnEmptySignatureNameIsTheDefaultSignature) {
-  for (absl::string_view body : {R"({"signature_name": "", "instances": [[1, 2]]})",
-                                 R"({"signature_name": "", "inputs": [[1, 2]]})",
-                                 R"({"inputs": {"x": [[1, 2]]}, "signature_name": ""})"}) {
+  for (absl::string_view body :
+       {R"({"signature_name": "", "instances": [[1, 2]]})",
+        R"({"signature_name": "", "inputs": [[1, 2]]})",
+        R"({"inputs": {"x": [[1, 2]]}, "signature_name": ""})"}) {
     auto request = Parse(body);
     ASSERT_TRUE(request.ok()) << body << ": " << request.status();
     EXPECT_EQ(request->signature_name, "serving_default") << body;
