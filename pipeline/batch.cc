@@ -160,16 +160,24 @@ class BatchIterator : public BatchingIterator {
         const Tensor* t = std::get_if<Tensor>(&e.components[c]);
         if (t == nullptr || t->dtype() != head->dtype() ||
             t->shape() != head->shape()) {
+          // TensorFlow's sentence first (its tests match it), then the
+          // dtypes when they differ too.
+          const std::string other =
+              t == nullptr ? std::string("a string")
+                           : absl::StrCat("shape ", t->shape().DebugString());
+          const std::string dtypes =
+              t != nullptr && t->dtype() != head->dtype()
+                  ? absl::StrCat(
+                        " Their dtypes differ: ", DTypeName(head->dtype()),
+                        " and ", DTypeName(t->dtype()), ".")
+                  : std::string();
           return absl::InvalidArgumentError(absl::StrCat(
               stage(), ": ",
               e.origin.Describe(absl::StrCat(
-                  "cannot batch tensors with different shapes in component ", c,
-                  ": the first element had ", DTypeName(head->dtype()), " ",
-                  head->shape().DebugString(), ", element ", i, " had ",
-                  t == nullptr ? std::string("a string")
-                               : absl::StrCat(DTypeName(t->dtype()), " ",
-                                              t->shape().DebugString()),
-                  " (PaddedBatch pads different lengths)"))));
+                  "Cannot batch tensors with different shapes in component ", c,
+                  ". First element had shape ", head->shape().DebugString(),
+                  " and element ", i, " had ", other, ".", dtypes,
+                  " (PaddedBatch pads different lengths.)"))));
         }
         if (bytes > 0) std::memcpy(dst + i * bytes, t->raw_data(), bytes);
       }

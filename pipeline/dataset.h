@@ -205,9 +205,10 @@ class Dataset {
   static Dataset TextLines(std::vector<std::string> files,
                            TextLinesOptions options = {});
   // Round-robin over `inputs`: block_length elements from each of
-  // cycle_length open inputs in turn (0 = all of them), opening the next
-  // input when one ends; ends when all ended. TensorFlow's interleave with
-  // the datasets given (many files, many sockets).
+  // cycle_length open inputs in turn (0 = all of them); an input that ends
+  // leaves its slot empty, and the next input opens there when the cycle
+  // comes back to it; ends when all ended. TensorFlow's interleave, in its
+  // order, with the datasets given (many files, many sockets).
   static Dataset Interleave(std::vector<Dataset> inputs,
                             int64_t cycle_length = 0, int64_t block_length = 1);
   // A stage of one's own.

@@ -11,7 +11,9 @@
 //     finished (input order); otherwise those of any finished task, each
 //     run's in order. An input error takes its place in the window, so it
 //     comes after the results before it (deterministic).
-// Errors of fn end the stream with fn's status (its message is fn's own);
+// Errors of fn end the stream with fn's status (its message is fn's own):
+// every later call returns it, with any parallelism and whatever was in
+// flight (results after it are dropped);
 // an OutOfRange from fn becomes InvalidArgument, so that it cannot pass for
 // the end of the input; an exception becomes Internal "Map(<name>) threw".
 // Skip skips the input without calling fn: fn must be a function of its
@@ -139,6 +141,7 @@ class SequentialAsyncMapIterator : public ElementIterator {
         stage_(std::move(stage)) {}
 
   asio::awaitable<Result> Next() override {
+    if (!failure_.ok()) co_return failure_;
     Result in = co_await NextOf(*input_);
     if (!in.ok() || !in->has_value()) co_return in;
     std::exception_ptr thrown;
@@ -148,10 +151,13 @@ class SequentialAsyncMapIterator : public ElementIterator {
     } catch (...) {
       thrown = std::current_exception();
     }
-    if (thrown) co_return StatusFromException(thrown, stage_);
-    co_return FromMapResult(std::move(out));
+    Result result = thrown ? Result(StatusFromException(thrown, stage_))
+                           : FromMapResult(std::move(out));
+    if (!result.ok()) failure_ = result.status();
+    co_return result;
   }
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (!failure_.ok()) co_return failure_;
     co_return co_await input_->Skip(n);
   }
 
@@ -159,6 +165,8 @@ class SequentialAsyncMapIterator : public ElementIterator {
   std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const AsyncMapFunction> fn_;
   std::string stage_;
+  // As the plain function's: fn's first error ends the stream.
+  absl::Status failure_;
 };
 
 // The longest run of elements one task of a parallel MapFunction maps
@@ -306,8 +314,11 @@ class ParallelMapIterator : public ElementIterator {
   ~ParallelMapIterator() override { window_->Shutdown(); }
 
   std::optional<Result> TryNext() override {
+    if (!failure_.ok()) return Result(failure_);
     TopUpFromReadyInput();
-    if (std::optional<Result> ready = window_->TakeReady()) return ready;
+    if (std::optional<Result> ready = window_->TakeReady()) {
+      return Remembered(*std::move(ready));
+    }
     if (input_done_ && window_->size() == 0) {
       return Result(std::optional<Element>());
     }
@@ -315,10 +326,11 @@ class ParallelMapIterator : public ElementIterator {
   }
 
   asio::awaitable<Result> Next() override {
+    if (!failure_.ok()) co_return failure_;
     while (true) {
       TopUpFromReadyInput();
       if (std::optional<Result> ready = window_->TakeReady()) {
-        co_return *std::move(ready);
+        co_return Remembered(*std::move(ready));
       }
       if (window_->size() == 0) {
         if (input_done_) co_return std::optional<Element>();
@@ -336,6 +348,7 @@ class ParallelMapIterator : public ElementIterator {
   }
 
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (!failure_.ok()) co_return failure_;
     // Results in flight first, then the input, without calls.
     int64_t skipped = 0;
     while (skipped < n && window_->size() > 0) {
@@ -351,6 +364,17 @@ class ParallelMapIterator : public ElementIterator {
   }
 
  private:
+  // An error returned ends the stream, whichever task or run it came from
+  // and however many elements were in flight: later calls return it.
+  Result Remembered(Result result) {
+    if (!result.ok()) {
+      failure_ = result.status();
+      input_done_ = true;
+      window_->Shutdown();
+    }
+    return result;
+  }
+
   // Starts tasks for input elements that are ready without waiting, in
   // runs of up to max_run_.
   void TopUpFromReadyInput() {
@@ -399,6 +423,7 @@ class ParallelMapIterator : public ElementIterator {
   std::shared_ptr<Window> window_;
   std::string stage_;
   bool input_done_ = false;
+  absl::Status failure_;  // the error that ended the stream
 };
 
 class MapDataset : public DatasetNode {

@@ -20,9 +20,10 @@
 // and so does a producer that finds it full while consumers keep pace.
 // The first final result -- the end of the input (nullopt), an error, or a
 // stop -- is recorded once; a consumer that meets it returns it from then
-// on. The end travels behind the elements before it; an error or a stop
-// closes the buffer at once, dropping what is buffered (an error also
-// requests stop on the coordinator, as any failed coordinated task does).
+// on. The end and an error travel behind the elements before them (an
+// error also requests stop on the coordinator, as any failed coordinated
+// task does); a stop closes the buffer at once, dropping what is
+// buffered.
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/associated_cancellation_slot.hpp>
@@ -216,7 +217,8 @@ asio::awaitable<absl::Status> Fill(std::shared_ptr<PrefetcherState> state,
     // A stop is not the pipeline's failure: the task ends cleanly.
     status = absl::OkStatus();
   } else if (!status.ok()) {
-    state->Finish(status, /*close=*/true);
+    // Behind the results before it, as the end: they are the consumer's.
+    state->Finish(status, /*close=*/false);
   }
   input.reset();
   state->fill_running = false;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "cosession/async/coordinator.h"
 #include "cosession/async/session.h"
 #include "cosession/pipeline/csv_rows.h"
@@ -312,6 +313,27 @@ CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
   EXPECT_TRUE(d.end.ok()) << d.end;
 }
 
+// tf.data's message (its batch tests match it), then the batch after it.
+CO_TEST(Pipeline, BatchOfDifferentShapesFailsWithTensorFlowsMessage) {
+  std::vector<Element> elements;
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({1, 2, 3})}));
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({4, 5, 6})}));
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({7, 8, 9, 10})}));
+  elements.push_back(MakeElement({Tensor::FromVector<int64_t>({11, 12, 13})}));
+  Dataset batched = Dataset::FromElements(std::move(elements)).Batch(3);
+  auto it = batched.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  ElementIterator::Result first = co_await NextOf(**it);
+  EXPECT_TRUE(absl::IsInvalidArgument(first.status())) << first.status();
+  EXPECT_TRUE(absl::StrContains(
+      first.status().message(),
+      "Cannot batch tensors with different shapes in component 0. First "
+      "element had shape [3] and element 2 had shape [4]."))
+      << first.status();
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_EQ(rest.elements, (std::vector<std::vector<int64_t>>{{11, 12, 13}}));
+}
+
 CO_TEST(Pipeline, ParallelMapKeepsOrderWhenDeterministic) {
   const std::vector<std::vector<int64_t>> expected =
       Scalars({0, 10, 20, 30, 40, 50, 60, 70, 80, 90});
@@ -377,6 +399,39 @@ CO_TEST(Pipeline, AMapErrorEndsTheStreamTakenInBulkOrOneByOne) {
   }
 }
 
+// The same rule with a parallel map (whatever was in flight, and however
+// the input's ready elements were grouped into runs) and with a coroutine
+// function: the elements before the error, the error, then the error again.
+CO_TEST(Pipeline, AMapErrorEndsTheStreamWithAnyParallelismOrFunction) {
+  auto fails_at_six = [](Element e) -> absl::StatusOr<Element> {
+    if (Int(e.tensor(0)) == 6) return absl::DataLossError("six");
+    return e;
+  };
+  auto async_fails_at_six =
+      [](Element e) -> asio::awaitable<absl::StatusOr<Element>> {
+    if (Int(e.tensor(0)) == 6) co_return absl::DataLossError("six");
+    co_return e;
+  };
+  const std::vector<Dataset> maps = {
+      Dataset::Range(200).Map(fails_at_six, {.parallelism = 4}),
+      Dataset::Range(200).Map(fails_at_six, {.parallelism = 2}).Batch(1),
+      Dataset::Range(200).Map(async_fails_at_six),
+      Dataset::Range(200).Map(async_fails_at_six, {.parallelism = 3}),
+  };
+  for (const Dataset& d : maps) {
+    SCOPED_TRACE(d.DebugString());
+    auto it = d.MakeIterator(Context());
+    CO_ASSERT_TRUE(it.ok());
+    Drained before = co_await DrainIterator(**it);
+    EXPECT_TRUE(absl::IsDataLoss(before.end)) << before.end;
+    EXPECT_EQ(before.elements, Scalars({0, 1, 2, 3, 4, 5}));
+    for (int again = 0; again < 2; ++again) {
+      ElementIterator::Result next = co_await NextOf(**it);
+      EXPECT_TRUE(absl::IsDataLoss(next.status())) << next.status();
+    }
+  }
+}
+
 CO_TEST(Pipeline, ShuffleIsASeededPermutationReshuffledEachEpoch) {
   Dataset shuffled = Dataset::Range(20).Shuffle(8, /*seed=*/7).Repeat(2);
   Drained a = co_await Drain(shuffled, Context());
@@ -434,6 +489,31 @@ CO_TEST(Pipeline, InterleaveVisitsInputsInTurn) {
   Dataset blocks = Dataset::Interleave(two, 0, 2);
   d = co_await Drain(blocks, Context());
   EXPECT_EQ(d.elements, Scalars({0, 1, 10, 11, 2, 3, 12, 13}));
+}
+
+// tf.data.Dataset.interleave's documented example: range(1, 6), each x
+// repeated 6 times, cycle_length 2, block_length 4. An input that ends
+// leaves its slot empty until the cycle comes back to it; only then does
+// the next input open there.
+CO_TEST(Pipeline, InterleaveFollowsTensorFlowsDocumentedOrder) {
+  std::vector<Dataset> inputs;
+  for (int64_t x = 1; x <= 5; ++x) {
+    inputs.push_back(Dataset::Range(x, x + 1).Repeat(6));
+  }
+  Dataset interleaved = Dataset::Interleave(inputs, 2, 4);
+  Drained d = co_await Drain(interleaved, Context());
+  EXPECT_EQ(d.elements, Scalars({1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3,
+                                 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5}));
+  // Lengths 1, 2, 2 with cycle 2, block 1: the third input waits for the
+  // cycle to return to the first slot.
+  std::vector<Dataset> short_ones{Dataset::Range(0, 1), Dataset::Range(10, 12),
+                                  Dataset::Range(20, 22)};
+  d = co_await Drain(Dataset::Interleave(short_ones, 2, 1), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 10, 11, 20, 21}));
+  // More slots than inputs: the empty ones are passed over.
+  std::vector<Dataset> two{Dataset::Range(0, 2), Dataset::Range(10, 11)};
+  d = co_await Drain(Dataset::Interleave(two, 5, 1), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 10, 1}));
 }
 
 // ---------------------------------------------------------- file sources
@@ -855,6 +935,32 @@ CO_TEST(Pipeline, PrefetchYieldsTheStreamAndItsEnd) {
   EXPECT_TRUE(d.end.ok()) << d.end;
   CO_ASSERT_OK(
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+// As tf.data's prefetch (and pipeline/detail/prefetcher.h): an error
+// travels behind the elements buffered before it; none of them is lost.
+CO_TEST(Pipeline, PrefetchDeliversTheElementsBufferedBeforeAnError) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset failing = Dataset::Range(6).Map(
+      [](Element e) -> absl::StatusOr<Element> {
+        if (Int(e.tensor(0)) == 3) return absl::DataLossError("element 3");
+        return e;
+      },
+      {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+  auto it = failing.Prefetch(8).MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  // The first call starts the producer; nothing is buffered yet.
+  std::optional<ElementIterator::Result> started = (*it)->TryNext();
+  EXPECT_FALSE(started.has_value());
+  // The producer's task fails with the error, so the coordinator stops;
+  // once joined, the producer has buffered everything it will.
+  absl::Status joined =
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
+  EXPECT_TRUE(absl::IsDataLoss(joined)) << joined;
+  Drained d = co_await DrainIterator(**it);
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2}));
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
 }
 
 CO_TEST(Pipeline, PrefetchAppliesBackpressureAndStopsWithTheCoordinator) {
