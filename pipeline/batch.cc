@@ -9,9 +9,13 @@
 //   PaddedBatch: the same for elements of different shapes: each component
 //     of the batch gets the padded shape (an unknown dimension becomes the
 //     batch's longest), every element is copied into the leading corner of
-//     a tensor filled with the padding value (zeros by default). An element
-//     longer than a fixed padded dimension, or of another rank, is
-//     InvalidArgument.
+//     a tensor filled with the padding value (zeros by default). As in
+//     TensorFlow, an element longer than a fixed padded dimension is
+//     DataLoss "Attempted to pad to a smaller size than the input
+//     element", one of another rank InvalidArgument; a padding value that
+//     is not a scalar of the component's dtype is InvalidArgument
+//     "Mismatched type between padding value ..." (at construction when
+//     the input's spec is known, else at the batch).
 // An input error is returned at once; the partial batch is dropped.
 // Batch over a stage that builds its own batches (detail::BatchFusable:
 // CsvRows) is that stage's fused batch, with the same results.
@@ -305,20 +309,41 @@ class PaddedBatchIterator : public BatchingIterator {
                                    DTypeName(dtype)));
         }
         if (t->shape().dims() != static_cast<int>(dims.size())) {
-          return fail(absl::StrCat("component ", c, " has shape ",
-                                   t->shape().DebugString(),
-                                   ", of another rank than its padded shape ",
-                                   padded.DebugString()));
+          // TensorFlow's sentence, then the shapes.
+          return fail(absl::StrCat(
+              "All elements in a batch must have the same rank as the padded "
+              "shape for component",
+              c, ": expected rank ", dims.size(), " but got element with rank ",
+              t->shape().dims(), " (shape ", t->shape().DebugString(),
+              ", padded shape ", padded.DebugString(), ")"));
         }
         for (size_t d = 0; d < dims.size(); ++d) {
           const int64_t n = t->shape().dim_size(static_cast<int>(d));
           if (to_longest[d]) {
             dims[d] = std::max(dims[d], n);
           } else if (n > dims[d]) {
-            return fail(absl::StrCat(
-                "component ", c, " has shape ", t->shape().DebugString(),
-                ", longer than its padded shape ", padded.DebugString()));
+            // DataLoss and its sentence, as TensorFlow's padded batch.
+            return absl::DataLossError(absl::StrCat(
+                stage(), ": ",
+                e.origin.Describe(absl::StrCat(
+                    "Attempted to pad to a smaller size than the input "
+                    "element: component ",
+                    c, " has shape ", t->shape().DebugString(),
+                    ", longer than its padded shape ", padded.DebugString()))));
           }
+        }
+      }
+      // Checked at construction when the input's spec is known; a map
+      // without output_spec leaves it to here. A value of another dtype
+      // would be copied with the component's element size.
+      if (!options_.padding_values.empty()) {
+        const Tensor& v = options_.padding_values[c];
+        if (v.dtype() != dtype || v.shape().dims() != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              stage(), ": Mismatched type between padding value ", c,
+              " and input dataset's component ", c, ": ", DTypeName(v.dtype()),
+              " ", v.shape().DebugString(), " vs. ", DTypeName(dtype),
+              " (padding values are scalars of the component's dtype)"));
         }
       }
       TensorShape element_shape{absl::MakeConstSpan(dims)};

@@ -313,6 +313,48 @@ CO_TEST(Pipeline, PaddedBatchPadsToTheLongest) {
   EXPECT_TRUE(d.end.ok()) << d.end;
 }
 
+// Padding values and padded shapes checked at the batch when the input's
+// spec is unknown (a map without output_spec), with TensorFlow's codes
+// and sentences; a valid value pads.
+CO_TEST(Pipeline, PaddedBatchChecksItsPaddingAtTheBatch) {
+  auto unknown_spec = [] {
+    std::vector<Element> elements;
+    elements.push_back(MakeElement({Tensor::FromVector<int64_t>({1})}));
+    elements.push_back(MakeElement({Tensor::FromVector<int64_t>({2, 3, 4})}));
+    return Dataset::FromElements(std::move(elements))
+        .Map([](Element e) -> absl::StatusOr<Element> { return e; });
+  };
+  // (Named: g++ 12 mishandles a braced list inside a coroutine's
+  // co_await expression.)
+  PaddedBatchOptions wrong_dtype;
+  wrong_dtype.padded_shapes.push_back(TensorShape{3});
+  wrong_dtype.padding_values.push_back(Tensor::Scalar<int32_t>(7));
+  PaddedBatchOptions too_short;
+  too_short.padded_shapes.push_back(TensorShape{2});
+  PaddedBatchOptions sevens;
+  sevens.padded_shapes.push_back(TensorShape{3});
+  sevens.padding_values.push_back(Tensor::Scalar<int64_t>(7));
+
+  Dataset mismatched = unknown_spec().PaddedBatch(2, wrong_dtype);
+  Drained d = co_await Drain(mismatched, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(),
+                                "Mismatched type between padding value 0"))
+      << d.end;
+  Dataset overlong = unknown_spec().PaddedBatch(2, too_short);
+  d = co_await Drain(overlong, Context());
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(
+      d.end.message(),
+      "Attempted to pad to a smaller size than the input element"))
+      << d.end;
+  Dataset padded = unknown_spec().PaddedBatch(2, sevens);
+  d = co_await Drain(padded, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.elements,
+            (std::vector<std::vector<int64_t>>{{1, 7, 7, 2, 3, 4}}));
+}
+
 // tf.data's message (its batch tests match it), then the batch after it.
 CO_TEST(Pipeline, BatchOfDifferentShapesFailsWithTensorFlowsMessage) {
   std::vector<Element> elements;
