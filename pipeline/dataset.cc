@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -137,15 +138,25 @@ Dataset Dataset::TextLines(std::vector<std::string> files,
   return FromNode(detail::TextLinesNode(std::move(files), options));
 }
 
+namespace {
+
+// The CPUs of the machine, at least `floor` (kAutotune's fixed choice).
+int64_t CpusAtLeast(int64_t floor) {
+  return std::max<int64_t>(floor, std::thread::hardware_concurrency());
+}
+
+}  // namespace
+
 Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
                             int64_t block_length) {
+  if (cycle_length == kAutotune) cycle_length = CpusAtLeast(1);
   if (inputs.empty()) {
     return Failed(absl::InvalidArgumentError("Interleave: no inputs"));
   }
   if (cycle_length < 0 || block_length < 1) {
     return Failed(absl::InvalidArgumentError(absl::StrCat(
-        "Interleave: cycle_length must be >= 0 (0 = all inputs) and "
-        "block_length >= 1, got ",
+        "Interleave: cycle_length must be >= 0 (0 = all inputs; kAutotune "
+        "= one per CPU) and block_length >= 1, got ",
         cycle_length, " and ", block_length)));
   }
   std::vector<detail::Node> nodes;
@@ -172,10 +183,12 @@ Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
 Dataset Dataset::Map(MapFunction fn, MapOptions options) const {
   if (!ok()) return *this;
   if (!fn) return Failed(ArgumentError(*this, "Map", "the function is empty"));
+  if (options.parallelism == kAutotune) options.parallelism = CpusAtLeast(2);
   if (options.parallelism < 1) {
     return Failed(ArgumentError(
         *this, "Map",
-        absl::StrCat("parallelism must be >= 1, got ", options.parallelism)));
+        absl::StrCat("parallelism must be >= 1 or kAutotune, got ",
+                     options.parallelism)));
   }
   return FromNode(detail::MapNode(node_, std::move(fn), std::move(options)));
 }
@@ -183,10 +196,12 @@ Dataset Dataset::Map(MapFunction fn, MapOptions options) const {
 Dataset Dataset::Map(AsyncMapFunction fn, MapOptions options) const {
   if (!ok()) return *this;
   if (!fn) return Failed(ArgumentError(*this, "Map", "the function is empty"));
+  if (options.parallelism == kAutotune) options.parallelism = CpusAtLeast(2);
   if (options.parallelism < 1) {
     return Failed(ArgumentError(
         *this, "Map",
-        absl::StrCat("parallelism must be >= 1, got ", options.parallelism)));
+        absl::StrCat("parallelism must be >= 1 or kAutotune, got ",
+                     options.parallelism)));
   }
   return FromNode(
       detail::AsyncMapNode(node_, std::move(fn), std::move(options)));
@@ -337,10 +352,12 @@ Dataset Dataset::Skip(int64_t count) const {
 
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   if (!ok()) return *this;
+  if (buffer_size == kAutotune) buffer_size = kAutotunePrefetchBuffer;
   if (buffer_size < 1) {
     return Failed(ArgumentError(
         *this, "Prefetch",
-        absl::StrCat("buffer_size must be >= 1, got ", buffer_size)));
+        absl::StrCat("buffer_size must be >= 1 or kAutotune, got ",
+                     buffer_size)));
   }
   return FromNode(detail::PrefetchNode(node_, buffer_size));
 }

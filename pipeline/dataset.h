@@ -69,6 +69,14 @@
 
 namespace cosession {
 
+// tf.data.AUTOTUNE, accepted where tf.data accepts it. cosession does not
+// tune at run time; it picks a fixed value: a Map's parallelism and an
+// Interleave's cycle_length become one per CPU of the machine (a Map's at
+// least 2, so that it runs on the pool), a Prefetch's buffer
+// kAutotunePrefetchBuffer elements.
+inline constexpr int64_t kAutotune = -1;
+inline constexpr int64_t kAutotunePrefetchBuffer = 8;
+
 // Where a dataset's iterators run and who stops them.
 struct IteratorContext {
   // Parallel maps' calls and file reads run on this pool.
@@ -147,7 +155,7 @@ using Predicate = std::function<absl::StatusOr<bool>(const Element&)>;
 struct MapOptions {
   // Calls in flight at once; 1 runs the function in the iterator's
   // coroutine, more run it on the pool (an AsyncMapFunction is spawned
-  // there).
+  // there); kAutotune: one per CPU, at least 2.
   int64_t parallelism = 1;
   // With parallelism > 1: true keeps the input order; false returns results
   // as they finish (each exactly once, the end never early), and the stream
@@ -205,7 +213,8 @@ class Dataset {
   static Dataset TextLines(std::vector<std::string> files,
                            TextLinesOptions options = {});
   // Round-robin over `inputs`: block_length elements from each of
-  // cycle_length open inputs in turn (0 = all of them); an input that ends
+  // cycle_length open inputs in turn (0 = all of them, kAutotune = one per
+  // CPU); an input that ends
   // leaves its slot empty, and the next input opens there when the cycle
   // comes back to it; ends when all ended. TensorFlow's interleave, in its
   // order, with the datasets given (many files, many sockets).
@@ -252,6 +261,7 @@ class Dataset {
   // runs off the consumer's path (and off the coordinator's strand). The
   // producer waits while the buffer is full, so a slow consumer slows the
   // source (a socket is then not read).
+  // buffer_size kAutotune: kAutotunePrefetchBuffer elements.
   Dataset Prefetch(int64_t buffer_size) const;
 
   // OK, or the first bad argument of the chain.

@@ -376,6 +376,33 @@ CO_TEST(Pipeline, BatchOfDifferentShapesFailsWithTensorFlowsMessage) {
   EXPECT_EQ(rest.elements, (std::vector<std::vector<int64_t>>{{11, 12, 13}}));
 }
 
+// tf.data.AUTOTUNE: accepted by Map, Prefetch and Interleave, each picking
+// a fixed value; other negative values stay errors.
+CO_TEST(Pipeline, AutotuneIsAcceptedWhereTfDataAcceptsIt) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset mapped = TimesTen(Dataset::Range(10), kAutotune);
+  CO_ASSERT_OK(mapped.status());
+  Dataset prefetched = mapped.Prefetch(kAutotune);
+  Drained d = co_await Drain(prefetched, Context(&coordinator));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.elements, Scalars({0, 10, 20, 30, 40, 50, 60, 70, 80, 90}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+  std::vector<Dataset> inputs{Dataset::Range(0, 3), Dataset::Range(10, 13)};
+  Dataset interleaved = Dataset::Interleave(inputs, kAutotune, 1);
+  CO_ASSERT_OK(interleaved.status());
+  d = co_await Drain(interleaved, Context());
+  std::multiset<std::vector<int64_t>> got(d.elements.begin(), d.elements.end());
+  const auto all = Scalars({0, 1, 2, 10, 11, 12});
+  EXPECT_EQ(got, std::multiset<std::vector<int64_t>>(all.begin(), all.end()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Range(3).Prefetch(-2).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(TimesTen(Dataset::Range(3), -2).status()));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(Dataset::Interleave(inputs, -2, 1).status()));
+}
+
 CO_TEST(Pipeline, ParallelMapKeepsOrderWhenDeterministic) {
   const std::vector<std::vector<int64_t>> expected =
       Scalars({0, 10, 20, 30, 40, 50, 60, 70, 80, 90});
