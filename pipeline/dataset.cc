@@ -322,31 +322,22 @@ Dataset Dataset::PaddedBatch(int64_t batch_size,
 
 Dataset Dataset::Repeat(int64_t count) const {
   if (!ok()) return *this;
-  if (count < -1) {
-    return Failed(ArgumentError(
-        *this, "Repeat",
-        absl::StrCat("count must be >= -1 (-1 = forever), got ", count)));
-  }
+  // tf.data reads every negative count as -1.
+  if (count < 0) count = -1;
   return FromNode(detail::RepeatNode(node_, count));
 }
 
 Dataset Dataset::Take(int64_t count) const {
   if (!ok()) return *this;
-  if (count < -1) {
-    return Failed(ArgumentError(
-        *this, "Take",
-        absl::StrCat("count must be >= -1 (-1 = all), got ", count)));
-  }
+  // tf.data reads every negative count as -1.
+  if (count < 0) count = -1;
   return FromNode(detail::TakeNode(node_, count));
 }
 
 Dataset Dataset::Skip(int64_t count) const {
   if (!ok()) return *this;
-  if (count < -1) {
-    return Failed(ArgumentError(
-        *this, "Skip",
-        absl::StrCat("count must be >= -1 (-1 = all), got ", count)));
-  }
+  // tf.data reads every negative count as -1.
+  if (count < 0) count = -1;
   return FromNode(detail::SkipNode(node_, count));
 }
 

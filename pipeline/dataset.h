@@ -247,14 +247,16 @@ class Dataset {
   // the end of every dimension to PaddedBatchOptions' shapes.
   Dataset PaddedBatch(int64_t batch_size,
                       PaddedBatchOptions options = {}) const;
-  // count passes (a new input iterator each); -1 = forever; 0 = none.
+  // count passes (a new input iterator each); -1 (any negative count, as
+  // in tf.data) = forever; 0 = none.
   // Skip over a deterministic input counts whole passes once it has seen
   // one pass end: every pass of it has that length (a Map or Filter whose
   // function keeps state of its own breaks this, as it breaks resuming).
   Dataset Repeat(int64_t count = -1) const;
-  // The first count elements (-1 = all).
+  // The first count elements (-1, or any negative count = all).
   Dataset Take(int64_t count) const;
-  // All but the first count elements (-1 = none left).
+  // All but the first count elements (-1, or any negative count = none
+  // left).
   Dataset Skip(int64_t count) const;
   // A buffer of buffer_size >= 1 elements that a coordinated task fills
   // ahead of the consumer, on a strand of the pool: the chain before it

@@ -16,8 +16,7 @@ using boost::system::error_code;
 
 class GeneratorIterator : public ElementIterator {
  public:
-  GeneratorIterator(std::shared_ptr<const ElementGenerator> next,
-                    std::string name)
+  GeneratorIterator(ElementGenerator next, std::string name)
       : next_(std::move(next)), name_(std::move(name)) {}
 
   asio::awaitable<Result> Next() override {
@@ -26,7 +25,7 @@ class GeneratorIterator : public ElementIterator {
     std::optional<Element> element;
     std::exception_ptr thrown;
     try {
-      element = co_await (*next_)();
+      element = co_await next_();
     } catch (...) {
       thrown = std::current_exception();
     }
@@ -39,7 +38,7 @@ class GeneratorIterator : public ElementIterator {
   }
 
  private:
-  std::shared_ptr<const ElementGenerator> next_;
+  ElementGenerator next_;
   std::string name_;
   absl::Status failure_;
   bool ended_ = false;
@@ -47,22 +46,31 @@ class GeneratorIterator : public ElementIterator {
 
 class GeneratorDataset : public DatasetNode {
  public:
-  GeneratorDataset(ElementGenerator next, std::string name)
-      : next_(std::make_shared<const ElementGenerator>(std::move(next))),
-        name_(std::move(name)) {}
+  GeneratorDataset(ElementGeneratorFactory make_next, std::string name)
+      : make_next_(std::move(make_next)),
+        name_(absl::StrCat("FromGenerator(", name, ")")) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
-    return std::make_unique<GeneratorIterator>(
-        next_, absl::StrCat("FromGenerator(", name_, ")"));
+    ElementGenerator next;
+    std::exception_ptr thrown;
+    try {
+      next = make_next_();
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+    if (thrown) return StatusFromException(thrown, name_);
+    if (!next) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name_, ": the factory returned an empty function"));
+    }
+    return std::make_unique<GeneratorIterator>(std::move(next), name_);
   }
   std::optional<ElementSpec> spec() const override { return std::nullopt; }
   bool deterministic() const override { return false; }
-  std::string DebugString() const override {
-    return absl::StrCat("FromGenerator(", name_, ")");
-  }
+  std::string DebugString() const override { return name_; }
 
  private:
-  std::shared_ptr<const ElementGenerator> next_;
+  ElementGeneratorFactory make_next_;
   std::string name_;
 };
 
@@ -140,8 +148,23 @@ Dataset FromGenerator(ElementGenerator next, std::string name) {
     return Dataset::Failed(
         absl::InvalidArgumentError("FromGenerator: the function is empty"));
   }
+  // Every iterator calls this one function object, so that the state the
+  // user's lambda captured is shared, not copied per iterator.
+  auto shared = std::make_shared<const ElementGenerator>(std::move(next));
+  ElementGeneratorFactory same = [shared]() -> ElementGenerator {
+    return [shared] { return (*shared)(); };
+  };
   return Dataset::FromNode(
-      std::make_shared<GeneratorDataset>(std::move(next), std::move(name)));
+      std::make_shared<GeneratorDataset>(std::move(same), std::move(name)));
+}
+
+Dataset FromGenerator(ElementGeneratorFactory make_next, std::string name) {
+  if (!make_next) {
+    return Dataset::Failed(
+        absl::InvalidArgumentError("FromGenerator: the factory is empty"));
+  }
+  return Dataset::FromNode(std::make_shared<GeneratorDataset>(
+      std::move(make_next), std::move(name)));
 }
 
 ElementChannel::ElementChannel(Runtime::executor_type executor,

@@ -17,8 +17,12 @@
 // iterator's coroutine (so on the consumer's executor, or a Prefetch's
 // strand); nullopt ends the stream. An exception from it ends the stream
 // with its status (a StatusError's own, else Internal naming the source).
-// Each iterator calls the same function: it is the user's to make a
-// second pass meaningful or not.
+// Given an ElementGenerator, each iterator calls that same function: it is
+// the user's to make a second pass meaningful or not. Given an
+// ElementGeneratorFactory, each iterator (each pass of a Repeat) calls it
+// once, in MakeIterator, for a generator of its own: the stream restarts, as
+// tf.data's from_generator does. An exception from the factory fails
+// MakeIterator with its status, as one from `next` ends the stream.
 //
 // ElementChannel is bounded: Send waits while `capacity` elements are
 // queued (backpressure on the sender), and fails with FailedPrecondition
@@ -52,7 +56,13 @@ namespace cosession {
 using ElementGenerator =
     std::function<boost::asio::awaitable<std::optional<Element>>()>;
 
+// Makes one ElementGenerator per iterator, as tf.data's from_generator calls
+// its generator function for each iterator: a Repeat restarts it per pass.
+using ElementGeneratorFactory = std::function<ElementGenerator()>;
+
 Dataset FromGenerator(ElementGenerator next, std::string name = "generator");
+Dataset FromGenerator(ElementGeneratorFactory make_next,
+                      std::string name = "generator");
 
 class ElementChannel {
  public:

@@ -228,6 +228,19 @@ CO_TEST(Pipeline, RepeatSkipsWholePassesOfADeterministicInputByCounting) {
   EXPECT_TRUE(rest.end.ok()) << rest.end;
 }
 
+// tf.data reads any negative count as -1: Repeat forever, Take all, Skip
+// all.
+CO_TEST(Pipeline, AnyNegativeCountMeansAllAsInTfData) {
+  Drained d = co_await Drain(Dataset::Range(3).Repeat(-2).Take(7), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 0, 1, 2, 0}));
+  d = co_await Drain(Dataset::Range(4).Take(-5), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  d = co_await Drain(Dataset::Range(4).Skip(-7), Context());
+  EXPECT_TRUE(d.elements.empty());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+}
+
 TEST(Pipeline, BadArgumentsNameTheStage) {
   Dataset bad = Dataset::Range(10).Batch(0);
   ASSERT_FALSE(bad.ok());
@@ -985,6 +998,37 @@ CO_TEST(Pipeline, FromGeneratorAwaitsTheUsersCoroutine) {
   EXPECT_FALSE(generated.deterministic());
   Drained d = co_await Drain(generated, Context());
   EXPECT_EQ(d.elements, Scalars({0, 1, 2}));
+}
+
+// As tf.data's from_generator: a factory is called for each iterator, so
+// every pass of a Repeat restarts the stream.
+CO_TEST(Pipeline, FromGeneratorFactoryRestartsPerIterator) {
+  auto made = std::make_shared<int64_t>(0);
+  ElementGeneratorFactory count_to_three = [made]() -> ElementGenerator {
+    ++*made;
+    auto count = std::make_shared<int64_t>(0);
+    return [count]() -> asio::awaitable<std::optional<Element>> {
+      if (*count == 3) co_return std::nullopt;
+      std::vector<Tensor> t{Tensor::Scalar<int64_t>((*count)++)};
+      co_return MakeElement(std::move(t));
+    };
+  };
+  Drained d =
+      co_await Drain(FromGenerator(count_to_three).Repeat(2), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 0, 1, 2}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(*made, 2);
+
+  ElementGeneratorFactory throws = []() -> ElementGenerator {
+    throw std::runtime_error("no input today");
+  };
+  auto it = FromGenerator(throws, "daily").MakeIterator(Context());
+  CO_ASSERT_TRUE(!it.ok());
+  EXPECT_NE(it.status().message().find("FromGenerator(daily)"),
+            std::string::npos)
+      << it.status();
+  EXPECT_NE(it.status().message().find("no input today"), std::string::npos)
+      << it.status();
 }
 
 // ------------------------------------------------------------ prefetch
