@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "cosession/io/atomic_file.h"
+#include "cosession/serving/proto_json_layout.h"
 #include "cosession/serving/rest_json.h"
 
 namespace cosession {
@@ -715,7 +716,7 @@ HttpReply ModelServer::Status(const std::string& name,
   metrics_->Record(name, absl::StatusCode::kOk);
   return JsonReply(
       200,
-      json::serialize(json::object{{"model_version_status", std::move(list)}}));
+      ProtoJsonLayout(json::object{{"model_version_status", std::move(list)}}));
 }
 
 HttpReply ModelServer::Metadata(const std::string& name,
@@ -739,16 +740,17 @@ HttpReply ModelServer::Metadata(const std::string& name,
                                         {"defaults", json::object{}}};
   }
   metrics_->Record(name, absl::StatusCode::kOk);
-  return JsonReply(
-      200, json::serialize(json::object{
-               {"model_spec",
-                json::object{{"name", name},
-                             {"signature_name", ""},
-                             {"version", absl::StrCat(served->version)}}},
-               {"metadata",
-                json::object{{"signature_def",
-                              json::object{{"signature_def",
-                                            std::move(signatures)}}}}}}));
+  // TensorFlow Serving prints the model spec and the signatures as two
+  // messages and joins them with these bytes (http_rest_api_util.cc).
+  const std::string model_spec =
+      ProtoJsonLayout(json::object{{"name", name},
+                                   {"signature_name", ""},
+                                   {"version", absl::StrCat(served->version)}});
+  const std::string signature_def =
+      ProtoJsonLayout(json::object{{"signature_def", std::move(signatures)}});
+  return JsonReply(200, absl::StrCat("{\n\"model_spec\":", model_spec,
+                                     ",\n\"metadata\": {\"signature_def\": ",
+                                     signature_def, "}\n}\n"));
 }
 
 asio::awaitable<absl::StatusOr<NamedTensors>> ModelServer::RunSignature(

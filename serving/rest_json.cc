@@ -654,25 +654,47 @@ void AppendNumber(std::string& out, T v) {
   }
 }
 
-// Elements [offset, offset + count of dims[level..]) of `values`, nested.
+// TensorFlow Serving lays its answers out with RapidJSON's PrettyWriter
+// (json_tensor.cc): four spaces a level, each member of an object on a line
+// of its own, and arrays either on one line ("[1.0, 2.0]", for a row of a
+// row-format answer, an example of a classify answer and a regress answer)
+// or one element a line (a columnar answer's tensors). The functions below
+// write those same bytes, for clients that compare answers as text.
+enum class ArrayLayout { kOneLine, kOneElementALine };
+
+void AppendIndent(std::string& out, int level) { out.append(4 * level, ' '); }
+
+// Elements [offset, offset + count of dims[d..]) of `values`, nested;
+// `level` counts the arrays and objects open around them.
 template <typename T>
 void AppendNested(std::string& out, absl::Span<const T> values,
-                  absl::Span<const int64_t> dims, size_t level,
-                  int64_t& offset) {
-  if (level == dims.size()) {
+                  absl::Span<const int64_t> dims, size_t d, int64_t& offset,
+                  ArrayLayout layout, int level) {
+  if (d == dims.size()) {
     AppendNumber(out, values[offset++]);
     return;
   }
   out += '[';
-  for (int64_t i = 0; i < dims[level]; ++i) {
-    if (i > 0) out += ',';
-    AppendNested(out, values, dims, level + 1, offset);
+  for (int64_t i = 0; i < dims[d]; ++i) {
+    if (layout == ArrayLayout::kOneLine) {
+      if (i > 0) out += ", ";
+    } else {
+      if (i > 0) out += ',';
+      out += '\n';
+      AppendIndent(out, level + 1);
+    }
+    AppendNested(out, values, dims, d + 1, offset, layout, level + 1);
+  }
+  if (layout == ArrayLayout::kOneElementALine && dims[d] > 0) {
+    out += '\n';
+    AppendIndent(out, level);
   }
   out += ']';
 }
 
 // Row `row` of `t` (or the whole tensor when row < 0).
-void AppendTensor(std::string& out, const Tensor& t, int64_t row) {
+void AppendTensor(std::string& out, const Tensor& t, int64_t row,
+                  ArrayLayout layout, int level) {
   VisitDType(t.dtype(), [&]<typename T>() {
     absl::Span<const int64_t> dims = t.shape().dim_sizes();
     int64_t offset = 0;
@@ -682,7 +704,7 @@ void AppendTensor(std::string& out, const Tensor& t, int64_t row) {
       offset = row * per_row;
       dims = dims.subspan(1);
     }
-    AppendNested<T>(out, t.flat<T>(), dims, 0, offset);
+    AppendNested<T>(out, t.flat<T>(), dims, 0, offset, layout, level);
   });
 }
 
@@ -690,18 +712,29 @@ void AppendString(std::string& out, absl::string_view s) {
   out += json::serialize(json::string(s.data(), s.size()));
 }
 
-// {"name": <row `row` of the tensor (all of it when row < 0)>, ...}.
+// `"key": ` as the member of an object at `level` (the object's own level
+// plus one), after `first` members.
+void AppendKey(std::string& out, absl::string_view key, bool first, int level) {
+  if (!first) out += ',';
+  out += '\n';
+  AppendIndent(out, level);
+  AppendString(out, key);
+  out += ": ";
+}
+
+// {"name": <row `row` of the tensor (all of it when row < 0)>, ...} as an
+// object at `level`.
 void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
-                        int64_t row) {
+                        int64_t row, ArrayLayout layout, int level) {
   out += '{';
   bool first = true;
   for (const auto& [name, t] : tensors) {
-    if (!first) out += ',';
+    AppendKey(out, name, first, level + 1);
     first = false;
-    AppendString(out, name);
-    out += ':';
-    AppendTensor(out, t, row);
+    AppendTensor(out, t, row, layout, level + 1);
   }
+  out += '\n';
+  AppendIndent(out, level);
   out += '}';
 }
 
@@ -757,15 +790,16 @@ absl::StatusOr<PredictRequest> ParsePredictRequestThroughTree(
 
 absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
                                                   const NamedTensors& outputs) {
-  std::string out;
+  std::string out = "{";
   if (format == PredictFormat::kColumnar) {
-    out = "{\"outputs\":";
+    AppendKey(out, "outputs", /*first=*/true, 1);
     if (outputs.size() == 1) {
-      AppendTensor(out, outputs.begin()->second, -1);
+      AppendTensor(out, outputs.begin()->second, -1,
+                   ArrayLayout::kOneElementALine, 1);
     } else {
-      AppendNamedTensors(out, outputs, -1);
+      AppendNamedTensors(out, outputs, -1, ArrayLayout::kOneElementALine, 1);
     }
-    out += '}';
+    out += "\n}";
     return out;
   }
   int64_t rows = -1;
@@ -782,16 +816,26 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
     }
     rows = n;
   }
-  out = "{\"predictions\":[";
+  AppendKey(out, "predictions", /*first=*/true, 1);
+  out += '[';
   for (int64_t r = 0; r < rows; ++r) {
-    if (r > 0) out += ',';
     if (outputs.size() == 1) {
-      AppendTensor(out, outputs.begin()->second, r);
+      // Rows follow each other on the first line, as TensorFlow Serving
+      // writes them: [[1.0, 2.0], [3.0, 4.0]
+      if (r > 0) out += ", ";
+      AppendTensor(out, outputs.begin()->second, r, ArrayLayout::kOneLine, 2);
     } else {
-      AppendNamedTensors(out, outputs, r);
+      if (r > 0) out += ',';
+      out += '\n';
+      AppendIndent(out, 2);
+      AppendNamedTensors(out, outputs, r, ArrayLayout::kOneLine, 2);
     }
   }
-  out += "]}";
+  if (rows > 0) {
+    out += '\n';
+    AppendIndent(out, 1);
+  }
+  out += "]\n}";
   return out;
 }
 
@@ -916,12 +960,14 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
     }
     const int64_t k =
         (*classes != nullptr ? *classes : *scores)->shape().dim_size(1);
+    // TensorFlow Serving's layout: the examples on the first line, each on
+    // one line, the array closed on a line of its own.
     results += '[';
     for (int64_t i = 0; i < num_examples; ++i) {
-      if (i > 0) results += ',';
+      if (i > 0) results += ", ";
       results += '[';
       for (int64_t c = 0; c < k; ++c) {
-        if (c > 0) results += ',';
+        if (c > 0) results += ", ";
         results += "[\"";
         if (*classes != nullptr) {
           VisitDType((*classes)->dtype(), [&]<typename T>() {
@@ -930,13 +976,17 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
             }
           });
         }
-        results += "\",";
+        results += "\", ";
         AppendNumber(results, *scores != nullptr
                                   ? (*scores)->flat<float>()[i * k + c]
                                   : 0.0f);
         results += ']';
       }
       results += ']';
+    }
+    if (num_examples > 0) {
+      results += '\n';
+      AppendIndent(results, 1);
     }
     results += ']';
   } else {
@@ -962,18 +1012,25 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
     }
     results += '[';
     for (int64_t i = 0; i < num_examples; ++i) {
-      if (i > 0) results += ',';
+      if (i > 0) results += ", ";
       AppendNumber(results, t.flat<float>()[i]);
     }
     results += ']';
   }
-  return absl::StrCat("{\"results\":", results, ",\"result\":", results, "}");
+  std::string out = "{";
+  AppendKey(out, "results", /*first=*/true, 1);
+  out += results;
+  AppendKey(out, "result", /*first=*/false, 1);
+  out += results;
+  out += "\n}";
+  return out;
 }
 
 std::string RenderErrorBody(absl::string_view message) {
-  std::string out = "{\"error\":";
+  std::string out = "{";
+  AppendKey(out, "error", /*first=*/true, 1);
   AppendString(out, message);
-  out += '}';
+  out += "\n}";
   return out;
 }
 

@@ -14,9 +14,15 @@
 // Response: {"predictions": [...]} (one item per row; an object of the
 // outputs per item when there are several) for the row format,
 // {"outputs": <tensor> | {"name": <tensor>, ...}} for the columnar one.
-// Floats are written in their shortest exact form, a whole number with
-// ".0"; NaN and infinities as the bare tokens NaN, Infinity, -Infinity, as
-// TensorFlow Serving writes them.
+// Answers are laid out and their numbers written as TensorFlow Serving
+// writes them (its util/json_tensor.cc, RapidJSON's PrettyWriter): four
+// spaces a level; a row-format answer's rows, and a classify answer's
+// examples, follow each other on the key's line, each on one line
+// ("predictions": [[1.0, 2.0], [3.0, 4.0]), the array closed on a line of
+// its own; a columnar answer has one value a line. A float has six
+// significant digits, or max_digits10 when six do not read back as it, a
+// whole number ".0"; NaN and infinities are the bare tokens NaN, Infinity,
+// -Infinity.
 //
 // Errors are InvalidArgument with TensorFlow Serving's messages (its
 // util/json_tensor.cc), which clients match on: "JSON Parse error: ...",

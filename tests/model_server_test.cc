@@ -21,6 +21,7 @@
 #include "cosession/graph/ops.h"
 #include "cosession/serving/model_server_config.h"
 #include "tests/co_test.h"
+#include "tests/compact_json.h"
 #include "tests/exported_model.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_ops.h"
@@ -68,6 +69,13 @@ CO_TEST(ModelServer, ServesStatusMetadataAndBothPredictFormats) {
             json::parse(R"({"model_version_status": [{"version": "1",
                 "state": "AVAILABLE",
                 "status": {"error_code": "OK", "error_message": ""}}]})"));
+  // Byte for byte as TensorFlow Serving's documentation shows it (protobuf's
+  // JSON printer with add_whitespace).
+  EXPECT_EQ(status.body,
+            "{\n \"model_version_status\": [\n  {\n   \"version\": \"1\",\n"
+            "   \"state\": \"AVAILABLE\",\n   \"status\": {\n"
+            "    \"error_code\": \"OK\",\n    \"error_message\": \"\"\n   }\n"
+            "  }\n ]\n}\n");
   HttpReply one = co_await server->Handle("GET", "/v1/models/m/versions/1", "");
   EXPECT_EQ(one.status, 200u);
 
@@ -76,6 +84,14 @@ CO_TEST(ModelServer, ServesStatusMetadataAndBothPredictFormats) {
   EXPECT_EQ(metadata.status, 200u);
   json::value meta = Parsed(metadata);
   EXPECT_EQ(meta.at("model_spec").at("version"), "1");
+  // TensorFlow Serving joins two printed messages with these bytes.
+  EXPECT_TRUE(absl::StartsWith(
+      metadata.body,
+      "{\n\"model_spec\":{\n \"name\": \"m\",\n \"signature_name\": \"\",\n"
+      " \"version\": \"1\"\n}\n,\n\"metadata\": {\"signature_def\": {\n"
+      " \"signature_def\": {\n  \"serving_default\": {\n"))
+      << metadata.body;
+  EXPECT_TRUE(absl::EndsWith(metadata.body, "\n}\n}\n}\n")) << metadata.body;
   const json::value& x = meta.at("metadata")
                              .at("signature_def")
                              .at("signature_def")
@@ -90,13 +106,14 @@ CO_TEST(ModelServer, ServesStatusMetadataAndBothPredictFormats) {
   HttpReply rows = co_await server->Handle(
       "POST", "/v1/models/m:predict", R"({"instances": [[1, 2], [4, 3]]})");
   EXPECT_EQ(rows.status, 200u) << rows.body;
-  EXPECT_EQ(rows.body, R"({"predictions":[{"classes":1,"doubled":[2.0,4.0]},)"
-                       R"({"classes":0,"doubled":[8.0,6.0]}]})");
+  EXPECT_EQ(testing::CompactJson(rows.body),
+            R"({"predictions":[{"classes":1,"doubled":[2.0,4.0]},)"
+            R"({"classes":0,"doubled":[8.0,6.0]}]})");
   HttpReply columns = co_await server->Handle(
       "POST", "/v1/models/m/versions/1:predict",
       R"({"signature_name": "serving_default", "inputs": [[1, 2]]})");
   EXPECT_EQ(columns.status, 200u) << columns.body;
-  EXPECT_EQ(columns.body,
+  EXPECT_EQ(testing::CompactJson(columns.body),
             R"({"outputs":{"classes":[1],"doubled":[[2.0,4.0]]}})");
   server->Stop();
 }
@@ -259,7 +276,8 @@ asio::awaitable<void> PredictLoop(
   for (int i = 0; i < n; ++i) {
     HttpReply reply = co_await server->Handle("POST", "/v1/models/m:predict",
                                               R"({"instances": [[1, 0]]})");
-    answers->push_back(absl::StrCat(reply.status, " ", reply.body));
+    answers->push_back(
+        absl::StrCat(reply.status, " ", testing::CompactJson(reply.body)));
   }
   done->try_send(boost::system::error_code{});
 }
@@ -297,7 +315,7 @@ CO_TEST(ModelServer, ANewVersionIsServedWithNoFailedRequestAndTheOldUnloaded) {
   EXPECT_GT(old_answers, 0);  // requests that started on version 1 ended on it
   HttpReply after = co_await server->Handle("POST", "/v1/models/m:predict",
                                             R"({"instances": [[1, 0]]})");
-  EXPECT_EQ(after.body,
+  EXPECT_EQ(testing::CompactJson(after.body),
             R"({"predictions":[{"classes":0,"doubled":[3.0,0.0]}]})");
   // Version 1 had no request left: unloaded (its END is posted).
   co_await asio::post(co_test::Io(), asio::use_awaitable);

@@ -206,20 +206,24 @@ TEST(RestJsonExamples, ClassifyAnswersLabelScorePairsPerExample) {
                                            TensorShape{2, 3})}};
   auto body = RenderExamplesResponse(ExamplesMethod::kClassify, both, 2);
   ASSERT_TRUE(body.ok()) << body.status();
-  const std::string results =
-      R"([[["0",0.25],["1",0.5],["2",0.25]],[["0",1.0],["1",0.0],["2",0.0]]])";
-  EXPECT_EQ(*body, absl::StrCat(R"({"results":)", results, R"(,"result":)",
-                                results, "}"));
+  // TensorFlow Serving's layout: each example's pairs on one line.
+  const std::string results = R"([[["0", 0.25], ["1", 0.5], ["2", 0.25]], )"
+                              R"([["0", 1.0], ["1", 0.0], ["2", 0.0]])"
+                              "\n    ]";
+  EXPECT_EQ(*body, absl::StrCat("{\n    \"results\": ", results,
+                                ",\n    \"result\": ", results, "\n}"));
   // Without "classes" the labels are empty strings; without "scores", 0.
   NamedTensors scores{{"scores", both.at("scores")}};
   body = RenderExamplesResponse(ExamplesMethod::kClassify, scores, 2);
   ASSERT_TRUE(body.ok()) << body.status();
-  EXPECT_TRUE(absl::StartsWith(*body, R"({"results":[[["",0.25],["",0.5],)"))
+  EXPECT_TRUE(absl::StartsWith(
+      *body, "{\n    \"results\": [[[\"\", 0.25], [\"\", 0.5], "))
       << *body;
   NamedTensors classes{{"classes", both.at("classes")}};
   body = RenderExamplesResponse(ExamplesMethod::kClassify, classes, 2);
   ASSERT_TRUE(body.ok()) << body.status();
-  EXPECT_TRUE(absl::StartsWith(*body, R"({"results":[[["0",0.0],["1",0.0],)"))
+  EXPECT_TRUE(absl::StartsWith(
+      *body, "{\n    \"results\": [[[\"0\", 0.0], [\"1\", 0.0], "))
       << *body;
 }
 
@@ -229,7 +233,9 @@ TEST(RestJsonExamples, RegressAnswersOneValuePerExample) {
         {"outputs", Tensor::FromVector<float>({3.5f, 4.0f}, shape)}};
     auto body = RenderExamplesResponse(ExamplesMethod::kRegress, out, 2);
     ASSERT_TRUE(body.ok()) << body.status();
-    EXPECT_EQ(*body, R"({"results":[3.5,4.0],"result":[3.5,4.0]})");
+    // As TensorFlow Serving's documentation shows it.
+    EXPECT_EQ(*body,
+              "{\n    \"results\": [3.5, 4.0],\n    \"result\": [3.5, 4.0]\n}");
   }
 }
 

@@ -208,7 +208,9 @@ TEST(RestJson, RowResponsesHaveOneItemPerRow) {
   NamedTensors one{{"y", Tensor::FromVector<float>({3.5f, 4.0f, 0.1f})}};
   auto body = RenderPredictResponse(PredictFormat::kRow, one);
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(*body, R"({"predictions":[3.5,4.0,0.1]})");
+  // TensorFlow Serving's layout (RapidJSON's PrettyWriter as json_tensor.cc
+  // drives it): the rows on the first line, the array closed on its own.
+  EXPECT_EQ(*body, "{\n    \"predictions\": [3.5, 4.0, 0.1\n    ]\n}");
   NamedTensors two{
       {"classes", Tensor::FromVector<int64_t>({7, 1})},
       {"probabilities", Tensor::FromVector<float>({0.25f, 0.75f, 1.0f, 0.0f},
@@ -216,8 +218,20 @@ TEST(RestJson, RowResponsesHaveOneItemPerRow) {
   body = RenderPredictResponse(PredictFormat::kRow, two);
   ASSERT_TRUE(body.ok());
   EXPECT_EQ(*body,
-            R"({"predictions":[{"classes":7,"probabilities":[0.25,0.75]},)"
-            R"({"classes":1,"probabilities":[1.0,0.0]}]})");
+            "{\n    \"predictions\": [\n        {\n"
+            "            \"classes\": 7,\n"
+            "            \"probabilities\": [0.25, 0.75]\n        },\n"
+            "        {\n            \"classes\": 1,\n"
+            "            \"probabilities\": [1.0, 0.0]\n        }\n    ]\n}");
+  NamedTensors matrix{
+      {"y", Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2})}};
+  body = RenderPredictResponse(PredictFormat::kRow, matrix);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, "{\n    \"predictions\": [[1.0, 2.0], [3.0, 4.0]\n    ]\n}");
+  NamedTensors none{{"y", Tensor::FromVector<float>({})}};
+  body = RenderPredictResponse(PredictFormat::kRow, none);
+  ASSERT_TRUE(body.ok());
+  EXPECT_EQ(*body, "{\n    \"predictions\": []\n}");
   NamedTensors ragged{{"a", Tensor::FromVector<float>({1, 2})},
                       {"b", Tensor::FromVector<float>({1, 2, 3})}};
   body = RenderPredictResponse(PredictFormat::kRow, ragged);
@@ -237,16 +251,18 @@ TEST(RestJson, NumbersHaveTensorFlowServingsDigits) {
   NamedTensors floats{{"y", Tensor::FromVector<float>(
                                 {0.99999905f, 2.636792e-12f, 0.1f, 100000.0f,
                                  1e6f, 2.5e-5f, -0.0f, 123456.7f, 3.0f})}};
-  auto body = RenderPredictResponse(PredictFormat::kColumnar, floats);
+  auto body = RenderPredictResponse(PredictFormat::kRow, floats);
   ASSERT_TRUE(body.ok());
   EXPECT_EQ(*body,
-            R"({"outputs":[0.999999046,2.63679204e-12,0.1,100000.0,1e+06,)"
-            R"(2.5e-05,-0.0,123456.703,3.0]})");
+            "{\n    \"predictions\": [0.999999046, 2.63679204e-12, 0.1, "
+            "100000.0, 1e+06, 2.5e-05, -0.0, 123456.703, 3.0\n    ]\n}");
   NamedTensors doubles{
       {"y", Tensor::FromVector<double>({1.0 / 3.0, 0.1, 1e-7, 2.0})}};
-  body = RenderPredictResponse(PredictFormat::kColumnar, doubles);
+  body = RenderPredictResponse(PredictFormat::kRow, doubles);
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(*body, R"({"outputs":[0.33333333333333331,0.1,1e-07,2.0]})");
+  EXPECT_EQ(*body,
+            "{\n    \"predictions\": [0.33333333333333331, 0.1, 1e-07, 2.0"
+            "\n    ]\n}");
 }
 
 TEST(RestJson, ColumnarResponsesAndSpecialValues) {
@@ -255,14 +271,20 @@ TEST(RestJson, ColumnarResponsesAndSpecialValues) {
                               std::numeric_limits<double>::quiet_NaN(), -2})}};
   auto body = RenderPredictResponse(PredictFormat::kColumnar, one);
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(*body, R"({"outputs":[1e+300,Infinity,NaN,-2.0]})");
+  // A columnar answer has one value a line, as TensorFlow Serving's.
+  EXPECT_EQ(*body,
+            "{\n    \"outputs\": [\n        1e+300,\n        Infinity,\n"
+            "        NaN,\n        -2.0\n    ]\n}");
   Tensor yes(DType::kBool, TensorShape{1});
   yes.mutable_flat<bool>()[0] = true;
   NamedTensors two{{"a", yes}, {"b", Tensor::Scalar<int32_t>(-5)}};
   body = RenderPredictResponse(PredictFormat::kColumnar, two);
   ASSERT_TRUE(body.ok());
-  EXPECT_EQ(*body, R"({"outputs":{"a":[true],"b":-5}})");
-  EXPECT_EQ(RenderErrorBody("bad \"x\"\n"), R"({"error":"bad \"x\"\n"})");
+  EXPECT_EQ(*body,
+            "{\n    \"outputs\": {\n        \"a\": [\n            true\n"
+            "        ],\n        \"b\": -5\n    }\n}");
+  EXPECT_EQ(RenderErrorBody("bad \"x\"\n"),
+            "{\n    \"error\": \"bad \\\"x\\\"\\n\"\n}");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "tests/child_process.h"
 #include "tests/co_test.h"
+#include "tests/compact_json.h"
 #include "tests/exported_model.h"
 #include "tests/http_client.h"
 #include "tests/scratch_dir.h"
@@ -65,7 +66,7 @@ CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
       port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
   CO_ASSERT_OK(predicted.status());
   EXPECT_EQ(predicted->status, 200u);
-  EXPECT_EQ(predicted->body,
+  EXPECT_EQ(testing::CompactJson(predicted->body),
             R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
   ExpectExit0OnSigterm(child);
   EXPECT_NE(child.output().find("cosession_serve: stopped"), std::string::npos)
@@ -104,12 +105,12 @@ CO_TEST(ServeCli, ServesTheModelsOfAConfigFile) {
                                            "/v1/models/a/labels/stable:predict",
                                            R"({"instances": [[3, 1]]})");
   CO_ASSERT_OK(stable.status());
-  EXPECT_EQ(stable->body,
+  EXPECT_EQ(testing::CompactJson(stable->body),
             R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
   auto other = co_await testing::HttpCall(port, "POST", "/v1/models/b:predict",
                                           R"({"instances": [[1, 1]]})");
   CO_ASSERT_OK(other.status());
-  EXPECT_EQ(other->body,
+  EXPECT_EQ(testing::CompactJson(other->body),
             R"({"predictions":[{"classes":0,"doubled":[5.0,5.0]}]})");
   ExpectExit0OnSigterm(child);
 }
@@ -142,7 +143,7 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
       port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
   CO_ASSERT_OK(predicted.status());
   EXPECT_EQ(predicted->status, 200u);
-  EXPECT_EQ(predicted->body,
+  EXPECT_EQ(testing::CompactJson(predicted->body),
             R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
   EXPECT_EQ(predicted->headers["Access-Control-Allow-Origin"], "*");
   // (Named: g++ 12 mishandles a braced list inside a co_await.)

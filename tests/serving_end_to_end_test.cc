@@ -24,6 +24,7 @@
 #include "cosession/serving/http_server.h"
 #include "cosession/serving/model_server.h"
 #include "tests/co_test.h"
+#include "tests/compact_json.h"
 #include "tests/exported_model.h"
 #include "tests/http_client.h"
 #include "tests/scratch_dir.h"
@@ -173,14 +174,14 @@ CO_TEST(ServingEndToEnd, ClientsVanishingMidQueueAreCancelledAndOthersServed) {
       co_await replies.async_receive(asio::as_tuple(asio::use_awaitable));
   CO_ASSERT_OK(first.status());
   EXPECT_EQ(first->status, 200u) << first->body;
-  EXPECT_EQ(first->body, kDoubled);
+  EXPECT_EQ(testing::CompactJson(first->body), kDoubled);
   // A later client is served as if nothing had happened.
   events.trigger.try_send(boost::system::error_code{});
   absl::StatusOr<ClientReply> later =
       co_await HttpCall(port, "POST", kPredict, kOneRow);
   CO_ASSERT_OK(later.status());
   EXPECT_EQ(later->status, 200u) << later->body;
-  EXPECT_EQ(later->body, kDoubled);
+  EXPECT_EQ(testing::CompactJson(later->body), kDoubled);
   CO_ASSERT_TRUE(events.started.try_receive(
       [](boost::system::error_code, std::string) {}));  // the later client's
   EXPECT_FALSE(events.started.try_receive([](boost::system::error_code,
@@ -205,7 +206,8 @@ asio::awaitable<void> PredictUntilSwitched(uint16_t port, const bool* switched,
       answers->push_back(std::string(reply.status().message()));
       break;
     }
-    answers->push_back(absl::StrCat(reply->status, " ", reply->body));
+    answers->push_back(
+        absl::StrCat(reply->status, " ", testing::CompactJson(reply->body)));
     if (answers->size() == 1) warm->try_send(boost::system::error_code{});
     if (*switched) --left;
   }
