@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
+#include "cosession/io/atomic_file.h"
+#include "cosession/io/graph_def_proto.h"
 
 namespace cosession {
 namespace {
@@ -75,6 +77,7 @@ CheckpointSaverHook::CheckpointSaverHook(CheckpointSaverHookOptions options,
 
 absl::Status CheckpointSaverHook::Begin(Graph& graph) {
   COSESSION_RETURN_IF_ERROR(step_.Find(graph, "CheckpointSaverHook"));
+  graph_ = &graph;
   // A second Begin on the same graph keeps the Saver it made.
   if (!options_.saver && saver_graph_ != &graph) {
     absl::StatusOr<std::shared_ptr<Saver>> saver =
@@ -89,16 +92,32 @@ absl::Status CheckpointSaverHook::Begin(Graph& graph) {
   return absl::OkStatus();
 }
 
+absl::Status CheckpointSaverHook::OpenSummaryWriter() {
+  if (summary_writer_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<SummaryWriter>> writer =
+      SummaryWriterCache::Get(options_.checkpoint_dir);
+  if (!writer.ok()) return writer.status();
+  summary_writer_ = *std::move(writer);
+  return absl::OkStatus();
+}
+
+absl::Status CheckpointSaverHook::WriteGraph() {
+  // The graph is final once every hook's Begin ran, which is why
+  // TensorFlow writes it here and not in Begin.
+  COSESSION_RETURN_IF_ERROR(OpenSummaryWriter());
+  std::string path = options_.checkpoint_dir;
+  if (!path.empty() && path.back() != '/') path += '/';
+  path += "graph.pbtxt";
+  COSESSION_RETURN_IF_ERROR(WriteFileAtomically(path, GraphDefText(*graph_)));
+  summary_writer_->AddEvent(
+      Event{.what = SerializedGraphDef{EncodeGraphDef(*graph_)}});
+  summary_writer_->AddEvent(
+      Event{.what = SerializedMetaGraphDef{EncodeMetaGraphDef(*graph_)}});
+  return absl::OkStatus();
+}
+
 absl::Status CheckpointSaverHook::LogCheckpoint(const PendingSave& save) {
-  // The writer is made at the first save written, not in Begin: the
-  // directory exists then, and a directory that cannot be written is
-  // reported by the write that failed.
-  if (summary_writer_ == nullptr) {
-    absl::StatusOr<std::shared_ptr<SummaryWriter>> writer =
-        SummaryWriterCache::Get(options_.checkpoint_dir);
-    if (!writer.ok()) return writer.status();
-    summary_writer_ = *std::move(writer);
-  }
+  COSESSION_RETURN_IF_ERROR(OpenSummaryWriter());
   // TensorFlow's checkpoint_path here is the save path without the step
   // ("<dir>/model.ckpt"); the state file names the step's checkpoint.
   std::string path = options_.checkpoint_dir;
@@ -169,6 +188,7 @@ asio::awaitable<absl::Status> CheckpointSaverHook::AfterCreateSession(
     Session& session, Coordinator&) {
   absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
   if (!snapshot.ok()) co_return snapshot.status();
+  if (absl::Status s = WriteGraph(); !s.ok()) co_return s;
   const int64_t step = (*snapshot)[0].scalar<int64_t>();
   // TF: "The checkpoint saved here is the state at step global_step".
   absl::Status s = co_await Save(session, step, *std::move(snapshot), nullptr);

@@ -14,8 +14,12 @@
 //   * Begin: finds the global step (NotFound from Begin when the graph has
 //     none), creates the Saver unless one was given (so it runs before the
 //     graph is finalized), calls every listener's Begin.
-//   * AfterCreateSession (also after each recovery): saves the checkpoint of
-//     the current (restored or initial) step and marks that step triggered.
+//   * AfterCreateSession (also after each recovery): writes the graph --
+//     <checkpoint_dir>/graph.pbtxt (GraphDef in text format, with
+//     "_output_shapes") and a graph_def and a meta_graph_def event in the
+//     directory's event file, for TensorBoard's Graphs dashboard
+//     (io/graph_def_proto.h) --, then saves the checkpoint of the current
+//     (restored or initial) step and marks that step triggered.
 //   * BeforeRun fetches the global step. AfterRun: when the timer would
 //     trigger for the step's estimated value (that step + 1, as TensorFlow,
 //     until a read teaches otherwise: hooks/global_step.h), reads the global
@@ -29,7 +33,7 @@
 //   * Each save written is logged as a SessionLog CHECKPOINT event (its
 //     checkpoint_path "<checkpoint_dir>/<filename_prefix>", its step the
 //     saved one) in the checkpoint directory's event file
-//     (SummaryWriterCache; made at the first save written), flushed by End.
+//     (SummaryWriterCache; made when the graph is written), flushed by End.
 //
 // Where this differs, and why:
 //   * The write runs on the Runtime's pool while training goes on (see
@@ -167,16 +171,22 @@ class CheckpointSaverHook : public SyncSessionRunHook {
   // Once `save`'s write succeeded: SessionLog CHECKPOINT into the
   // checkpoint directory's event file, as TensorFlow's hook writes it.
   absl::Status LogCheckpoint(const PendingSave& save);
+  // The checkpoint directory's event file (made, with the directory, on
+  // first use).
+  absl::Status OpenSummaryWriter();
+  // graph.pbtxt and the graph events, as TensorFlow's after_create_session.
+  absl::Status WriteGraph();
 
   CheckpointSaverHookOptions options_;
   SecondOrStepTimer timer_;
   std::shared_ptr<Saver> saver_;
   const Graph* saver_graph_ = nullptr;
+  const Graph* graph_ = nullptr;  // Begin's
   GlobalStep step_;
   // A save whose AfterSave listeners have not run yet.
   std::shared_ptr<PendingSave> undelivered_;
   // The checkpoint directory's event file (SummaryWriterCache), from the
-  // first save written.
+  // graph's writing.
   std::shared_ptr<SummaryWriter> summary_writer_;
 };
 

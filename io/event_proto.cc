@@ -6,56 +6,20 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/io/proto_wire.h"
 
 namespace cosession {
 namespace {
 
-// Protobuf wire types.
-enum WireType : uint32_t {
-  kVarint = 0,
-  kFixed64 = 1,
-  kLengthDelimited = 2,
-  kFixed32 = 5,
-};
-
-void PutVarint(std::string& out, uint64_t value) {
-  while (value >= 0x80) {
-    out.push_back(static_cast<char>((value & 0x7f) | 0x80));
-    value >>= 7;
-  }
-  out.push_back(static_cast<char>(value));
-}
-
-void PutKey(std::string& out, uint32_t field, WireType type) {
-  PutVarint(out, (uint64_t{field} << 3) | type);
-}
-
-void PutFixed(std::string& out, uint64_t bits, int bytes) {
-  for (int i = 0; i < bytes; ++i) {
-    out.push_back(static_cast<char>((bits >> (8 * i)) & 0xff));
-  }
-}
-
-void PutDouble(std::string& out, uint32_t field, double value) {
-  PutKey(out, field, kFixed64);
-  PutFixed(out, std::bit_cast<uint64_t>(value), 8);
-}
-
-void PutFloat(std::string& out, uint32_t field, float value) {
-  PutKey(out, field, kFixed32);
-  PutFixed(out, std::bit_cast<uint32_t>(value), 4);
-}
-
-void PutInt64(std::string& out, uint32_t field, int64_t value) {
-  PutKey(out, field, kVarint);
-  PutVarint(out, static_cast<uint64_t>(value));  // two's complement, as int64
-}
-
-void PutBytes(std::string& out, uint32_t field, std::string_view bytes) {
-  PutKey(out, field, kLengthDelimited);
-  PutVarint(out, bytes.size());
-  out.append(bytes);
-}
+using proto_wire::kLengthDelimited;
+using proto_wire::kVarint;
+using proto_wire::PutBytes;
+using proto_wire::PutDouble;
+using proto_wire::PutFixed;
+using proto_wire::PutFloat;
+using proto_wire::PutInt64;
+using proto_wire::PutKey;
+using proto_wire::PutVarint;
 
 void PutPackedDoubles(std::string& out, uint32_t field,
                       const std::vector<double>& values) {
@@ -119,6 +83,11 @@ std::string EncodeEvent(const Event& event) {
     PutBytes(out, 5, EncodeSummary(*summary));
   } else if (const auto* log = std::get_if<SessionLog>(&event.what)) {
     PutBytes(out, 7, EncodeSessionLog(*log));
+  } else if (const auto* graph = std::get_if<SerializedGraphDef>(&event.what)) {
+    PutBytes(out, 4, graph->bytes);
+  } else if (const auto* meta =
+                 std::get_if<SerializedMetaGraphDef>(&event.what)) {
+    PutBytes(out, 9, meta->bytes);
   }
   return out;
 }

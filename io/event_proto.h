@@ -4,8 +4,10 @@
 // format -- no protobuf dependency. Field numbers, as in TensorFlow:
 //
 //   Event          { double wall_time = 1; int64 step = 2;
-//                    oneof what { string file_version = 3; Summary summary = 5;
-//                                 SessionLog session_log = 7; } }
+//                    oneof what { string file_version = 3;
+//                                 bytes graph_def = 4; Summary summary = 5;
+//                                 SessionLog session_log = 7;
+//                                 bytes meta_graph_def = 9; } }
 //   Summary        { repeated Value value = 1; }
 //   Summary.Value  { string tag = 1;
 //                    oneof value { float simple_value = 2;
@@ -75,10 +77,20 @@ struct FileVersion {
   std::string version{};  // "brain.Event:2" for the files we write
 };
 
+// A serialized GraphDef or MetaGraphDef (io/graph_def_proto.h).
+struct SerializedGraphDef {
+  std::string bytes{};
+};
+struct SerializedMetaGraphDef {
+  std::string bytes{};
+};
+
 struct Event {
   double wall_time = 0;
   int64_t step = 0;
-  std::variant<std::monostate, FileVersion, Summary, SessionLog> what{};
+  std::variant<std::monostate, FileVersion, Summary, SessionLog,
+               SerializedGraphDef, SerializedMetaGraphDef>
+      what{};
 };
 
 // The event's wire-format bytes (a record's data in an event file).

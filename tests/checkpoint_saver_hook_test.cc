@@ -18,6 +18,7 @@
 #include "cosession/async/monitored_session.h"
 #include "cosession/graph/ops.h"
 #include "cosession/io/atomic_file.h"
+#include "cosession/io/graph_def_proto.h"
 #include "cosession/io/safetensors.h"
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
@@ -184,6 +185,45 @@ CO_TEST(CheckpointSaverHook, EachSaveIsLoggedAsASessionLogCheckpointEvent) {
     EXPECT_EQ(e.checkpoint_path, dir.path() + "/model.ckpt");
   }
   EXPECT_EQ(steps, (std::vector<int64_t>{0, 2, 4, 5}));
+}
+
+// As TensorFlow's after_create_session: the graph is written as
+// <checkpoint_dir>/graph.pbtxt and as a graph_def and a meta_graph_def
+// event (what TensorBoard's Graphs dashboard reads), before the first
+// save's CHECKPOINT.
+CO_TEST(CheckpointSaverHook, WritesTheGraphForTensorBoard) {
+  ScratchDir dir;
+  TrainGraph graph;
+  auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 100});
+  auto ms = co_await Start(graph.g, hook);
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(co_await TrainSteps(*ms, graph, 1));
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+
+  const std::string text = testing::ReadFileBytes(dir.path() + "/graph.pbtxt");
+  EXPECT_EQ(text, GraphDefText(graph.g));
+  EXPECT_TRUE(absl::StrContains(text, "  name: \"global_step\"\n")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "  name: \"w\"\n")) << text;
+
+  const std::vector<std::string> files = testing::EventFiles(dir.path());
+  CO_ASSERT_TRUE(files.size() == 1u);
+  int graphs = 0, meta_graphs = 0;
+  bool checkpoint_seen = false;
+  for (const testing::DecodedEvent& e : testing::ReadEventsForTest(files[0])) {
+    if (e.session_log_status == 3) checkpoint_seen = true;
+    if (e.graph_def) {
+      ++graphs;
+      EXPECT_FALSE(checkpoint_seen) << "the graph comes before the first save";
+      EXPECT_EQ(*e.graph_def, EncodeGraphDef(graph.g));
+    }
+    if (e.meta_graph_def) {
+      ++meta_graphs;
+      EXPECT_EQ(*e.meta_graph_def, EncodeMetaGraphDef(graph.g));
+    }
+  }
+  EXPECT_EQ(graphs, 1);
+  EXPECT_EQ(meta_graphs, 1);
+  EXPECT_TRUE(checkpoint_seen);
 }
 
 CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {
@@ -385,19 +425,40 @@ TEST(CheckpointSaverHook, BadOptionsAreInvalidArgumentNamingThem) {
 CO_TEST(CheckpointSaverHook, AFailedWriteIsTheErrorOfTheCallThatDeliversIt) {
   ScratchDir dir;
   TrainGraph graph;
-  // A file where the checkpoint directory should be: every write fails.
+  // A directory where step 1's checkpoint should go: its write fails, on
+  // the pool, after the step that started it.
+  const std::string blocked = JoinPath(dir.path(), "model.ckpt-1.safetensors");
+  fs::create_directories(JoinPath(blocked, "in_the_way"));
+  auto hook = MakeHook({.checkpoint_dir = dir.path(), .save_steps = 1});
+  MonitoredSession::Hooks hooks{hook};
+  auto created = co_await MonitoredSession::Create(
+      graph.g, std::move(hooks), nullptr, TestOptions(), asio::use_awaitable);
+  CO_ASSERT_TRUE(created.ok());
+  absl::Status failed;
+  for (int i = 0; i < 3 && failed.ok(); ++i) {
+    auto ran = co_await (*created)->Run(graph.Train(), asio::use_awaitable);
+    failed = ran.status();
+  }
+  EXPECT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::StrContains(failed.message(), "model.ckpt-1")) << failed;
+  (void)co_await (*created)->Close(asio::use_awaitable);
+}
+
+// A checkpoint directory that cannot be made fails the session's creation,
+// naming it: the graph is written there first, as TensorFlow's
+// after_create_session writes graph.pbtxt.
+CO_TEST(CheckpointSaverHook, AnUnwritableDirectoryFailsTheSessionsCreation) {
+  ScratchDir dir;
+  TrainGraph graph;
   const std::string blocked = JoinPath(dir.path(), "blocked");
   CO_ASSERT_OK(WriteFileAtomically(blocked, "not a directory"));
   auto hook = MakeHook({.checkpoint_dir = blocked, .save_steps = 1});
   MonitoredSession::Hooks hooks{hook};
   auto created = co_await MonitoredSession::Create(
       graph.g, std::move(hooks), nullptr, TestOptions(), asio::use_awaitable);
-  CO_ASSERT_TRUE(created.ok());
-  auto ran = co_await (*created)->Run(graph.Train(), asio::use_awaitable);
-  EXPECT_FALSE(ran.ok());
-  EXPECT_TRUE(absl::StrContains(ran.status().message(), "blocked"))
-      << ran.status();
-  (void)co_await (*created)->Close(asio::use_awaitable);
+  CO_ASSERT_TRUE(!created.ok());
+  EXPECT_TRUE(absl::StrContains(created.status().message(), "blocked"))
+      << created.status();
 }
 
 }  // namespace

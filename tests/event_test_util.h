@@ -177,6 +177,8 @@ struct DecodedEvent {
   bool has_summary = false;
   std::optional<int> session_log_status;
   std::string checkpoint_path;
+  std::optional<std::string> graph_def;       // serialized GraphDef
+  std::optional<std::string> meta_graph_def;  // serialized MetaGraphDef
 };
 
 inline std::vector<double> PackedDoubles(const std::string& bytes) {
@@ -199,6 +201,12 @@ inline DecodedEvent DecodeEventForTest(const std::string& record) {
         break;
       case 3:
         event.file_version = f.bytes;
+        break;
+      case 4:
+        event.graph_def = f.bytes;
+        break;
+      case 9:
+        event.meta_graph_def = f.bytes;
         break;
       case 5:
         event.has_summary = true;
