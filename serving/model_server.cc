@@ -218,6 +218,11 @@ asio::awaitable<absl::StatusOr<ExamplesRequest>> ParseExamplesOnPool(
   co_return ParseExamplesRequest(body, method, model->signatures);
 }
 
+asio::awaitable<absl::Status> CheckBodyOnPool(
+    std::string body, std::optional<ExamplesMethod> method) {
+  co_return CheckBodyBeforeModelLookup(body, method);
+}
+
 }  // namespace
 
 unsigned HttpStatusOf(absl::StatusCode code) {
@@ -801,9 +806,27 @@ asio::awaitable<HttpReply> ModelServer::Predict(
   // version it started on.
   absl::StatusOr<std::shared_ptr<ServedVersion>> resolved =
       Resolve(name, version, label);
+  // A big body is parsed on the pool, so that the event loop keeps
+  // answering the other connections meanwhile; a small one here, where
+  // the hop would cost more than the parse.
+  const bool parse_on_pool = body.size() >= options_.parse_on_pool_bytes;
   if (!resolved.ok()) {
-    metrics_->Record(metrics_model, resolved.status().code());
-    co_return ErrorReply(resolved.status());
+    // TensorFlow Serving parses the body before it looks the model up: a
+    // malformed one is 400 whatever the model.
+    std::optional<ExamplesMethod> method;
+    if (verb == "classify") method = ExamplesMethod::kClassify;
+    if (verb == "regress") method = ExamplesMethod::kRegress;
+    absl::Status malformed;
+    if (parse_on_pool) {
+      malformed = co_await asio::co_spawn(
+          runtime_.executor(), CheckBodyOnPool(std::move(body), method),
+          asio::use_awaitable);
+    } else {
+      malformed = CheckBodyBeforeModelLookup(body, method);
+    }
+    const absl::Status& answer = malformed.ok() ? resolved.status() : malformed;
+    metrics_->Record(metrics_model, answer.code());
+    co_return ErrorReply(answer);
   }
   std::shared_ptr<ServedVersion> served = *std::move(resolved);
   const std::map<std::string, Signature>& signatures =
@@ -812,10 +835,6 @@ asio::awaitable<HttpReply> ModelServer::Predict(
   NamedTensors inputs;
   // What renders the outputs: the request's format or method.
   std::function<absl::StatusOr<std::string>(const NamedTensors&)> render;
-  // A big body is parsed on the pool, so that the event loop keeps
-  // answering the other connections meanwhile; a small one here, where
-  // the hop would cost more than the parse.
-  const bool parse_on_pool = body.size() >= options_.parse_on_pool_bytes;
   if (verb == "predict") {
     // (An if, not a conditional around the co_await: g++ 12 mishandles
     // temporaries there: docs/async_pitfalls.md, 13.)

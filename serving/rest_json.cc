@@ -839,14 +839,18 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
   return out;
 }
 
-absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
-    absl::string_view body, ExamplesMethod method,
-    const std::map<std::string, Signature>& signatures, int64_t max_values) {
-  COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
-  const json::object& o = doc.get_object();
-  ExamplesRequest request;
-  COSESSION_ASSIGN_OR_RETURN(request.signature_name, SignatureName(doc));
+namespace {
 
+// A classify or regress body's examples and context, checked as far as
+// they can be without the model's signature.
+struct ExamplesBody {
+  const json::array* examples = nullptr;
+  const json::object* context = nullptr;
+};
+
+absl::StatusOr<ExamplesBody> ReadExamplesBody(const json::value& doc,
+                                              ExamplesMethod method) {
+  const json::object& o = doc.get_object();
   const json::object* context = nullptr;
   if (const json::value* c = o.if_contains("context")) {
     if (!c->is_object()) {
@@ -890,6 +894,32 @@ absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
       }
     }
   }
+
+  return ExamplesBody{&list, context};
+}
+
+}  // namespace
+
+absl::Status CheckBodyBeforeModelLookup(absl::string_view body,
+                                        std::optional<ExamplesMethod> method) {
+  COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
+  COSESSION_RETURN_IF_ERROR(SignatureName(doc).status());
+  if (method.has_value()) {
+    COSESSION_RETURN_IF_ERROR(ReadExamplesBody(doc, *method).status());
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
+    absl::string_view body, ExamplesMethod method,
+    const std::map<std::string, Signature>& signatures, int64_t max_values) {
+  COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
+  ExamplesRequest request;
+  COSESSION_ASSIGN_OR_RETURN(request.signature_name, SignatureName(doc));
+  COSESSION_ASSIGN_OR_RETURN(const ExamplesBody examples,
+                             ReadExamplesBody(doc, method));
+  const json::array& list = *examples.examples;
+  const json::object* context = examples.context;
 
   auto sig = signatures.find(request.signature_name);
   if (sig == signatures.end()) {

@@ -67,6 +67,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -131,6 +132,14 @@ absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
 absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
                                                    const NamedTensors& outputs,
                                                    int64_t num_examples);
+
+// What TensorFlow Serving checks of a body before it looks the model up
+// (its json_tensor.cc parses the request first): a JSON object, a string
+// "signature_name" if any, and for classify and regress (`method` set) the
+// examples and context as far as they can be checked without a signature.
+// So a malformed body is 400 even for a model that does not exist.
+absl::Status CheckBodyBeforeModelLookup(absl::string_view body,
+                                        std::optional<ExamplesMethod> method);
 
 // TensorFlow's name of a dtype, as its messages and metadata write it:
 // DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL.
