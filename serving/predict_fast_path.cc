@@ -1,6 +1,7 @@
 #include "cosession/serving/predict_fast_path.h"
 
 #include <boost/json/basic_parser_impl.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -143,6 +144,8 @@ class DenseRequestHandler {
     return Leaf(static_cast<double>(v), v, ec);
   }
   bool on_double(double v, json::string_view, json::error_code& ec) {
+    // A literal past the double range (1e400): the tree's parse reports it.
+    if (std::isinf(v)) return Decline(ec);
     return Leaf(v, v, ec);
   }
   bool on_bool(bool, json::error_code& ec) { return NonNumber(ec); }

@@ -383,6 +383,30 @@ absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
   return inputs;
 }
 
+// True when `value` holds a number literal past the double range: Boost.JSON
+// reads 1e400 as infinity, where RapidJSON (TensorFlow Serving's parser)
+// stops with "Number too big to be stored in double." The bare non-finite
+// tokens are marker strings at this point, so any infinite double came from
+// such a literal. Recursion is bounded by the parse's max_depth.
+bool HoldsTooBigNumber(const json::value& value) {
+  switch (value.kind()) {
+    case json::kind::double_:
+      return std::isinf(value.get_double());
+    case json::kind::array:
+      for (const json::value& v : value.get_array()) {
+        if (HoldsTooBigNumber(v)) return true;
+      }
+      return false;
+    case json::kind::object:
+      for (const auto& member : value.get_object()) {
+        if (HoldsTooBigNumber(member.value())) return true;
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
 // A request body: a JSON object (nesting bounded at 64 levels), the bare
 // non-finite tokens taken as floats.
 absl::StatusOr<json::value> ParseBody(absl::string_view body) {
@@ -403,6 +427,9 @@ absl::StatusOr<json::value> ParseBody(absl::string_view body) {
     }
   }
   if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
+  if (HoldsTooBigNumber(doc)) {
+    return Invalid("JSON Parse error: Number too big to be stored in double.");
+  }
   if (!doc.is_object()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));
   }

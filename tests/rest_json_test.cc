@@ -193,6 +193,12 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"instances": [[1, "NaN"]]})",
        "JSON Value: \"NaN\" Type: String is not of expected type: float"},
       {R"({"instances": [[1, Nan]]})", "JSON Parse error"},
+      // RapidJSON's error for a literal past the double range (Boost.JSON
+      // would read infinity), on the fast path's rows and the tree's.
+      {R"({"instances": [[1e400, 2]]})",
+       "JSON Parse error: Number too big to be stored in double."},
+      {R"({"inputs": {"x": [[-1e400, 2]]}, "other": 1})",
+       "JSON Parse error: Number too big to be stored in double."},
       {R"({"instances": [[1, NaN]})", "JSON Parse error"},
   };
   for (const auto& [body, message] : cases) {
