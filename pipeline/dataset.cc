@@ -341,6 +341,78 @@ Dataset Dataset::Skip(int64_t count) const {
   return FromNode(detail::SkipNode(node_, count));
 }
 
+Dataset Dataset::Zip(std::vector<Dataset> datasets) {
+  if (datasets.empty()) {
+    return Failed(absl::InvalidArgumentError("Zip: no datasets"));
+  }
+  std::vector<detail::Node> inputs;
+  for (const Dataset& d : datasets) {
+    if (!d.ok()) return d;
+    inputs.push_back(d.node_);
+  }
+  return FromNode(detail::ZipNode(std::move(inputs)));
+}
+
+Dataset Dataset::Concatenate(const Dataset& other) const {
+  if (!ok()) return *this;
+  if (!other.ok()) return other;
+  std::optional<ElementSpec> spec;
+  std::optional<ElementSpec> mine = node_->spec();
+  std::optional<ElementSpec> theirs = other.node_->spec();
+  if (mine.has_value() && theirs.has_value()) {
+    absl::StatusOr<ElementSpec> common = MostSpecificCommonSpec(*mine, *theirs);
+    if (!common.ok()) {
+      return Failed(ArgumentError(
+          *this, "Concatenate",
+          absl::StrCat("the input dataset ", ElementSpecString(*mine),
+                       " and the dataset to be concatenated ",
+                       ElementSpecString(*theirs),
+                       " have incompatible element specs: ",
+                       common.status().message())));
+    }
+    spec = *std::move(common);
+  }
+  return FromNode(detail::ConcatenateNode(node_, other.node_, std::move(spec)));
+}
+
+Dataset Dataset::Enumerate(int64_t start) const {
+  if (!ok()) return *this;
+  return FromNode(detail::EnumerateNode(node_, start));
+}
+
+Dataset Dataset::Shard(int64_t num_shards, int64_t index) const {
+  if (!ok()) return *this;
+  if (num_shards < 1) {
+    return Failed(ArgumentError(
+        *this, "Shard",
+        absl::StrCat("num_shards must be >= 1, got ", num_shards)));
+  }
+  if (index < 0 || index >= num_shards) {
+    return Failed(
+        ArgumentError(*this, "Shard",
+                      absl::StrCat("index must be in [0, num_shards) = [0, ",
+                                   num_shards, "), got ", index)));
+  }
+  return FromNode(detail::ShardNode(node_, num_shards, index));
+}
+
+Dataset Dataset::Unbatch() const {
+  if (!ok()) return *this;
+  if (std::optional<ElementSpec> spec = node_->spec()) {
+    for (size_t i = 0; i < spec->size(); ++i) {
+      const ComponentSpec& c = (*spec)[i];
+      if (c.is_string || c.shape.dims() == 0) {
+        return Failed(ArgumentError(
+            *this, "Unbatch",
+            absl::StrCat("component ", i, " is ", c.DebugString(),
+                         ": every component must be a tensor of rank >= 1 "
+                         "to be unbatched")));
+      }
+    }
+  }
+  return FromNode(detail::UnbatchNode(node_));
+}
+
 Dataset Dataset::Prefetch(int64_t buffer_size) const {
   if (!ok()) return *this;
   if (buffer_size == kAutotune) buffer_size = kAutotunePrefetchBuffer;

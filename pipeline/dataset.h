@@ -21,9 +21,10 @@
 //                rows parsed from lines (pipeline/csv_rows.h).
 //   transforms   Map (a function or a coroutine, in parallel on the pool,
 //                in input order when deterministic), Filter,
-//                Shuffle(buffer, seed), Batch, PaddedBatch, Repeat, Take,
-//                Skip, Prefetch(n) (a bounded buffer filled ahead by a
-//                coordinated task), Interleave.
+//                Shuffle(buffer, seed), Batch, PaddedBatch, Unbatch,
+//                Repeat, Take, Skip, Shard, Enumerate, Prefetch(n) (a
+//                bounded buffer filled ahead by a coordinated task).
+//   combinators  Interleave, Zip, Concatenate.
 // Each stage's header comment in its .cc file states its semantics; the
 // summary is in the method comments below.
 //
@@ -220,6 +221,9 @@ class Dataset {
   // order, with the datasets given (many files, many sockets).
   static Dataset Interleave(std::vector<Dataset> inputs,
                             int64_t cycle_length = 0, int64_t block_length = 1);
+  // One element per step from each of `datasets`, its components theirs in
+  // order; ends with the shortest (tf.data's zip, flattened).
+  static Dataset Zip(std::vector<Dataset> datasets);
   // A stage of one's own.
   static Dataset FromNode(std::shared_ptr<const DatasetNode> node);
   // A chain that failed to build (what a bad argument makes).
@@ -258,6 +262,20 @@ class Dataset {
   // All but the first count elements (-1, or any negative count = none
   // left).
   Dataset Skip(int64_t count) const;
+  // This dataset's elements, then other's (whose iterator is made when
+  // this one ends). Their specs must agree: the same components and
+  // dtypes; where shapes differ, the result's dimension is unknown.
+  Dataset Concatenate(const Dataset& other) const;
+  // An int64 scalar count (start, start + 1, ...) before each element's
+  // components (tf.data's enumerate, flattened).
+  Dataset Enumerate(int64_t start = 0) const;
+  // Every num_shards-th element from `index` (0 <= index < num_shards):
+  // one worker's share, as tf.data's shard. Shard before a Shuffle, so that
+  // workers split the input and not each a shuffled copy of it.
+  Dataset Shard(int64_t num_shards, int64_t index) const;
+  // Each element split along dimension 0 into its rows (tf.data's unbatch):
+  // every component a tensor of rank >= 1, all with the same dimension 0.
+  Dataset Unbatch() const;
   // A buffer of buffer_size >= 1 elements that a coordinated task fills
   // ahead of the consumer, on a strand of the pool: the chain before it
   // runs off the consumer's path (and off the coordinator's strand). The

@@ -1,8 +1,12 @@
 // The stages that pass their input's elements through unchanged: Filter,
-// Take, Skip, Repeat (tf.data's semantics).
+// Take, Skip, Shard, Repeat (tf.data's semantics).
 //   Filter   the elements for which pred is true; pred's error ends the
 //            stream with it, an exception becomes Internal.
 //   Take     the first count (-1: all); Skip the rest after count (-1: all).
+//   Shard    the elements at positions index, index + num_shards, ...: one
+//            worker's share of the input (an error at another worker's
+//            position is passed on too, not skipped silently); skips the
+//            others with the input's Skip.
 //   Repeat   count passes, each over a new input iterator whose
 //            IteratorContext::iteration is this pass's (so a reshuffling
 //            Shuffle differs per pass); -1 forever, 0 nothing. An input that
@@ -15,6 +19,7 @@
 // when their input is ready.
 #include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -208,6 +213,83 @@ class SkipDataset : public PassThroughDataset {
 // Salt that gives each Repeat pass its own iteration number.
 constexpr uint64_t kRepeatSalt = 0x7e9ea7'0000'0001ULL;
 
+class ShardIterator : public ElementIterator {
+ public:
+  ShardIterator(std::unique_ptr<ElementIterator> input, int64_t num_shards,
+                int64_t index)
+      : input_(std::move(input)), num_shards_(num_shards), index_(index) {}
+
+  asio::awaitable<Result> Next() override {
+    if (ended_) co_return std::optional<Element>();
+    if (const int64_t gap = Gap(); gap > 0) {
+      absl::StatusOr<int64_t> skipped = co_await input_->Skip(gap);
+      if (!skipped.ok()) co_return skipped.status();
+      position_ += *skipped;
+      if (*skipped < gap) {
+        ended_ = true;
+        co_return std::optional<Element>();
+      }
+    }
+    Result r = co_await NextOf(*input_);
+    if (r.ok() && !r->has_value()) ended_ = true;
+    if (r.ok() && r->has_value()) ++position_;
+    co_return r;
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (ended_ || n == 0) co_return 0;
+    // The n-th of this shard's elements from here, and everything before.
+    const int64_t gap = Gap();
+    const int64_t limit = std::numeric_limits<int64_t>::max();
+    const int64_t want = n - 1 > (limit - 1 - gap) / num_shards_
+                             ? limit
+                             : gap + (n - 1) * num_shards_ + 1;
+    absl::StatusOr<int64_t> skipped = co_await input_->Skip(want);
+    if (!skipped.ok()) co_return skipped.status();
+    const int64_t from = position_;
+    position_ += *skipped;
+    if (*skipped < want) ended_ = true;
+    co_return Mine(position_) - Mine(from);
+  }
+
+ private:
+  // Input elements before the next of this shard's positions.
+  int64_t Gap() const {
+    return ((index_ - position_) % num_shards_ + num_shards_) % num_shards_;
+  }
+  // How many of this shard's positions lie below `end`.
+  int64_t Mine(int64_t end) const {
+    return end <= index_ ? 0 : (end - index_ - 1) / num_shards_ + 1;
+  }
+  std::unique_ptr<ElementIterator> input_;
+  int64_t num_shards_;
+  int64_t index_;
+  int64_t position_ = 0;  // input elements taken or skipped
+  bool ended_ = false;
+};
+
+class ShardDataset : public PassThroughDataset {
+ public:
+  ShardDataset(Node input, int64_t num_shards, int64_t index)
+      : PassThroughDataset(std::move(input)),
+        num_shards_(num_shards),
+        index_(index) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<ShardIterator>(*std::move(input), num_shards_,
+                                           index_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Shard(", num_shards_, ", ",
+                        index_, ")");
+  }
+
+ private:
+  int64_t num_shards_;
+  int64_t index_;
+};
+
 class RepeatIterator : public ElementIterator {
  public:
   RepeatIterator(Node input, IteratorContext context, int64_t count)
@@ -344,6 +426,9 @@ Node TakeNode(Node input, int64_t count) {
 }
 Node SkipNode(Node input, int64_t count) {
   return std::make_shared<SkipDataset>(std::move(input), count);
+}
+Node ShardNode(Node input, int64_t num_shards, int64_t index) {
+  return std::make_shared<ShardDataset>(std::move(input), num_shards, index);
 }
 Node RepeatNode(Node input, int64_t count) {
   return std::make_shared<RepeatDataset>(std::move(input), count);

@@ -228,6 +228,120 @@ CO_TEST(Pipeline, RepeatSkipsWholePassesOfADeterministicInputByCounting) {
   EXPECT_TRUE(rest.end.ok()) << rest.end;
 }
 
+// ------------------------------------------------------------ combinators
+
+CO_TEST(Pipeline, ConcatenateZipAndEnumerateAsTfData) {
+  Dataset both = Dataset::Range(3).Concatenate(Dataset::Range(10, 12));
+  CO_ASSERT_TRUE(both.ok());
+  EXPECT_TRUE(both.deterministic());
+  EXPECT_EQ(ElementSpecString(*both.spec()), "(int64 [])");
+  Drained d = co_await Drain(both, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 10, 11}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+
+  using Rows = std::vector<std::vector<int64_t>>;
+  Dataset zipped = Dataset::Zip({Dataset::Range(3), Dataset::Range(10, 20)});
+  EXPECT_EQ(ElementSpecString(*zipped.spec()), "(int64 [], int64 [])");
+  d = co_await Drain(zipped, Context());
+  EXPECT_EQ(d.elements, (Rows{{0, 10}, {1, 11}, {2, 12}}));  // the shortest
+  EXPECT_TRUE(d.end.ok()) << d.end;
+
+  Dataset numbered = Dataset::Range(10, 13).Enumerate(5);
+  EXPECT_EQ(ElementSpecString(*numbered.spec()), "(int64 [], int64 [])");
+  d = co_await Drain(numbered, Context());
+  EXPECT_EQ(d.elements, (Rows{{5, 10}, {6, 11}, {7, 12}}));
+
+  // Skip continues where an uninterrupted stream would (exact resume).
+  auto it = both.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(4);
+  CO_ASSERT_TRUE(skipped.ok() && *skipped == 4);
+  d = co_await DrainIterator(**it);
+  EXPECT_EQ(d.elements, Scalars({11}));
+  it = zipped.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  skipped = co_await (*it)->Skip(5);
+  CO_ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(*skipped, 3);
+  d = co_await DrainIterator(**it);
+  EXPECT_TRUE(d.elements.empty());
+  it = numbered.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  skipped = co_await (*it)->Skip(2);
+  CO_ASSERT_TRUE(skipped.ok() && *skipped == 2);
+  d = co_await DrainIterator(**it);
+  EXPECT_EQ(d.elements, (Rows{{7, 12}}));
+
+  // Specs must agree, as tf.data's concatenate requires.
+  Dataset floats = Dataset::FromTensorSlices({Tensor::FromVector<float>({1})});
+  Dataset mixed = Dataset::Range(3).Concatenate(floats);
+  EXPECT_TRUE(absl::IsInvalidArgument(mixed.status())) << mixed.status();
+  EXPECT_TRUE(absl::StrContains(mixed.status().message(), "Concatenate"))
+      << mixed.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Zip({}).status()));
+}
+
+CO_TEST(Pipeline, ShardGivesEachWorkerItsShare) {
+  std::vector<int64_t> all;
+  for (int64_t index = 0; index < 3; ++index) {
+    Drained d = co_await Drain(Dataset::Range(10).Shard(3, index), Context());
+    std::vector<int64_t> expected;
+    for (int64_t v = index; v < 10; v += 3) expected.push_back(v);
+    EXPECT_EQ(d.elements, Scalars(expected)) << index;
+    for (const auto& e : d.elements) all.push_back(e[0]);
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(Scalars(all), Scalars({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+
+  // Skip counts the shard's elements: 1, 4 skipped, 7 next, then the end.
+  auto it = Dataset::Range(10).Shard(3, 1).MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(2);
+  CO_ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(*skipped, 2);
+  Drained rest = co_await DrainIterator(**it, 1);
+  EXPECT_EQ(rest.elements, Scalars({7}));
+  skipped = co_await (*it)->Skip(5);
+  CO_ASSERT_TRUE(skipped.ok());
+  EXPECT_EQ(*skipped, 0);
+
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Range(4).Shard(0, 0).status()));
+  Dataset bad = Dataset::Range(4).Shard(2, 2);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "Shard: index"))
+      << bad.status();
+}
+
+CO_TEST(Pipeline, UnbatchSplitsElementsIntoTheirRows) {
+  Dataset rows = Dataset::Range(7).Batch(3).Unbatch();
+  CO_ASSERT_TRUE(rows.ok());
+  EXPECT_EQ(ElementSpecString(*rows.spec()), "(int64 [])");
+  Drained d = co_await Drain(rows, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+
+  // Every component is split along the same dimension 0.
+  Element pair;
+  pair.components.emplace_back(
+      Tensor::FromVector<float>({1, 2, 3, 4}, TensorShape{2, 2}));
+  pair.components.emplace_back(Tensor::FromVector<int64_t>({7, 8}));
+  using Rows = std::vector<std::vector<int64_t>>;
+  // (Named first: g++ 12 rejects a braced list inside a co_await.)
+  Dataset pairs = Dataset::FromElements({pair}).Unbatch();
+  d = co_await Drain(pairs, Context());
+  EXPECT_EQ(d.elements, (Rows{{1, 2, 7}, {3, 4, 8}}));
+
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Range(3).Unbatch().status()));
+  Element ragged;
+  ragged.components.emplace_back(Tensor::FromVector<int64_t>({1, 2}));
+  ragged.components.emplace_back(Tensor::FromVector<int64_t>({1, 2, 3}));
+  Dataset ragged_rows = Dataset::FromElements({ragged}).Unbatch();
+  d = co_await Drain(ragged_rows, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(
+      d.end.message(), "Component 0 had size 2 but component 1 had size 3."))
+      << d.end;
+}
+
 // tf.data reads any negative count as -1: Repeat forever, Take all, Skip
 // all.
 CO_TEST(Pipeline, AnyNegativeCountMeansAllAsInTfData) {

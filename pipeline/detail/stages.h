@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,17 @@ Node AsyncMapNode(Node input, AsyncMapFunction fn, MapOptions options);
 Node FilterNode(Node input, Predicate pred);
 Node TakeNode(Node input, int64_t count);
 Node SkipNode(Node input, int64_t count);
+Node ShardNode(Node input, int64_t num_shards, int64_t index);
 Node RepeatNode(Node input, int64_t count);
+// pipeline/combine.cc: the stages that combine streams. `spec` is the
+// common spec of both inputs (Dataset::Concatenate checks they agree).
+Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec);
+Node ZipNode(std::vector<Node> inputs);
+Node EnumerateNode(Node input, int64_t start);
+
+// pipeline/unbatch.cc
+Node UnbatchNode(Node input);
+
 // pipeline/shuffle.cc
 Node ShuffleNode(Node input, int64_t buffer_size, uint64_t seed,
                  bool reshuffle_each_iteration);

@@ -1,0 +1,283 @@
+// The stages that combine streams (tf.data's semantics):
+//   Concatenate  the first input's elements, then the second's; the second
+//                input's iterator is made when the first ends.
+//   Zip          one element per step from every input, its components the
+//                inputs' components in order; ends with the shortest input.
+//   Enumerate    an int64 scalar counter (from `start`) before each
+//                element's components.
+// Errors pass through (and the stage goes on, as tf.data's do); an input
+// that fails to make its iterator fails the stage's iteration with its
+// status. Skip forwards to the inputs, so that resuming a chain of these
+// stages skips as its inputs do.
+#include <algorithm>
+#include <boost/asio/use_awaitable.hpp>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cosession/pipeline/detail/stages.h"
+
+namespace cosession::detail {
+namespace {
+
+namespace asio = boost::asio;
+using Result = ElementIterator::Result;
+
+bool IsElement(const Result& r) { return r.ok() && r->has_value(); }
+
+class ConcatenateIterator : public ElementIterator {
+ public:
+  ConcatenateIterator(std::unique_ptr<ElementIterator> first, Node second,
+                      IteratorContext context)
+      : current_(std::move(first)),
+        second_(std::move(second)),
+        context_(std::move(context)) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      std::optional<Result> r = current_->TryNext();
+      if (!r.has_value() || !AtFirstEnd(*r)) return r;
+      if (absl::Status s = OpenSecond(); !s.ok()) return Result(s);
+    }
+  }
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      Result r = co_await NextOf(*current_);
+      if (!AtFirstEnd(r)) co_return r;
+      if (absl::Status s = OpenSecond(); !s.ok()) co_return s;
+    }
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    int64_t skipped = 0;
+    while (true) {
+      absl::StatusOr<int64_t> some = co_await current_->Skip(n - skipped);
+      if (!some.ok()) co_return some.status();
+      skipped += *some;
+      if (skipped == n || second_ == nullptr) co_return skipped;
+      if (absl::Status s = OpenSecond(); !s.ok()) co_return s;
+    }
+  }
+
+ private:
+  // True when `r` is the end of the first input (the second still to come).
+  bool AtFirstEnd(const Result& r) const {
+    return second_ != nullptr && r.ok() && !r->has_value();
+  }
+  absl::Status OpenSecond() {
+    absl::StatusOr<std::unique_ptr<ElementIterator>> it =
+        second_->MakeIterator(context_);
+    if (!it.ok()) return it.status();
+    current_ = *std::move(it);
+    second_ = nullptr;
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<ElementIterator> current_;
+  Node second_;  // null once it is current_
+  IteratorContext context_;
+};
+
+class ConcatenateDataset : public DatasetNode {
+ public:
+  ConcatenateDataset(Node first, Node second, std::optional<ElementSpec> spec)
+      : first_(std::move(first)),
+        second_(std::move(second)),
+        spec_(std::move(spec)) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto first = first_->MakeIterator(context);
+    if (!first.ok()) return first.status();
+    return std::make_unique<ConcatenateIterator>(*std::move(first), second_,
+                                                 context);
+  }
+  std::optional<ElementSpec> spec() const override { return spec_; }
+  bool deterministic() const override {
+    return first_->deterministic() && second_->deterministic();
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(first_->DebugString(), ".Concatenate(",
+                        second_->DebugString(), ")");
+  }
+
+ private:
+  Node first_;
+  Node second_;
+  std::optional<ElementSpec> spec_;
+};
+
+class ZipIterator : public ElementIterator {
+ public:
+  explicit ZipIterator(std::vector<std::unique_ptr<ElementIterator>> inputs)
+      : inputs_(std::move(inputs)), taken_(inputs_.size()) {}
+
+  std::optional<Result> TryNext() override {
+    if (ended_) return Result(std::optional<Element>());
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (taken_[i].has_value()) continue;
+      std::optional<Result> r = inputs_[i]->TryNext();
+      if (!r.has_value()) return std::nullopt;
+      if (!IsElement(*r)) return Stop(*std::move(r));
+      taken_[i] = **std::move(*r);
+    }
+    return Combine();
+  }
+  asio::awaitable<Result> Next() override {
+    if (ended_) co_return std::optional<Element>();
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      if (taken_[i].has_value()) continue;
+      Result r = co_await NextOf(*inputs_[i]);
+      if (!IsElement(r)) co_return Stop(std::move(r));
+      taken_[i] = **std::move(r);
+    }
+    co_return Combine();
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    if (ended_ || n == 0) co_return 0;
+    int64_t fewest = n;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      // An element taken ahead for the next step is the first one skipped.
+      const int64_t ahead = taken_[i].has_value() ? 1 : 0;
+      taken_[i].reset();
+      absl::StatusOr<int64_t> skipped = co_await inputs_[i]->Skip(n - ahead);
+      if (!skipped.ok()) co_return skipped.status();
+      fewest = std::min(fewest, ahead + *skipped);
+    }
+    if (fewest < n) ended_ = true;
+    co_return fewest;
+  }
+
+ private:
+  // An input's end ends the zip; its error is returned, and the next call
+  // goes on (the elements taken from the other inputs wait for it).
+  Result Stop(Result r) {
+    if (r.ok()) ended_ = true;
+    return r;
+  }
+  Result Combine() {
+    Element out;
+    out.origin = taken_[0]->origin;
+    for (std::optional<Element>& element : taken_) {
+      for (Component& c : element->components) {
+        out.components.push_back(std::move(c));
+      }
+      element.reset();
+    }
+    return Result(std::move(out));
+  }
+
+  std::vector<std::unique_ptr<ElementIterator>> inputs_;
+  std::vector<std::optional<Element>> taken_;
+  bool ended_ = false;
+};
+
+class ZipDataset : public DatasetNode {
+ public:
+  explicit ZipDataset(std::vector<Node> inputs) : inputs_(std::move(inputs)) {
+    ElementSpec spec;
+    for (const Node& input : inputs_) {
+      std::optional<ElementSpec> s = input->spec();
+      if (!s.has_value()) return;
+      spec.insert(spec.end(), s->begin(), s->end());
+    }
+    spec_ = std::move(spec);
+  }
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    std::vector<std::unique_ptr<ElementIterator>> its;
+    for (const Node& input : inputs_) {
+      auto it = input->MakeIterator(context);
+      if (!it.ok()) return it.status();
+      its.push_back(*std::move(it));
+    }
+    return std::make_unique<ZipIterator>(std::move(its));
+  }
+  std::optional<ElementSpec> spec() const override { return spec_; }
+  bool deterministic() const override {
+    return std::all_of(inputs_.begin(), inputs_.end(),
+                       [](const Node& n) { return n->deterministic(); });
+  }
+  std::string DebugString() const override {
+    return absl::StrCat("Zip(",
+                        absl::StrJoin(inputs_, ", ",
+                                      [](std::string* out, const Node& n) {
+                                        out->append(n->DebugString());
+                                      }),
+                        ")");
+  }
+
+ private:
+  std::vector<Node> inputs_;
+  std::optional<ElementSpec> spec_;
+};
+
+class EnumerateIterator : public ElementIterator {
+ public:
+  EnumerateIterator(std::unique_ptr<ElementIterator> input, int64_t start)
+      : input_(std::move(input)), next_index_(start) {}
+  std::optional<Result> TryNext() override {
+    std::optional<Result> r = input_->TryNext();
+    if (r.has_value()) Number(*r);
+    return r;
+  }
+  asio::awaitable<Result> Next() override {
+    Result r = co_await NextOf(*input_);
+    Number(r);
+    co_return r;
+  }
+  asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {
+    absl::StatusOr<int64_t> skipped = co_await input_->Skip(n);
+    if (skipped.ok()) next_index_ += *skipped;
+    co_return skipped;
+  }
+
+ private:
+  void Number(Result& r) {
+    if (!IsElement(r)) return;
+    Components& c = (*r)->components;
+    c.insert(c.begin(), Component(Tensor::Scalar<int64_t>(next_index_++)));
+  }
+  std::unique_ptr<ElementIterator> input_;
+  int64_t next_index_;
+};
+
+class EnumerateDataset : public DatasetNode {
+ public:
+  EnumerateDataset(Node input, int64_t start)
+      : input_(std::move(input)), start_(start) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<EnumerateIterator>(*std::move(input), start_);
+  }
+  std::optional<ElementSpec> spec() const override {
+    std::optional<ElementSpec> input = input_->spec();
+    if (!input.has_value()) return std::nullopt;
+    ElementSpec spec{ComponentSpec::Scalar(DType::kInt64)};
+    spec.insert(spec.end(), input->begin(), input->end());
+    return spec;
+  }
+  bool deterministic() const override { return input_->deterministic(); }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".Enumerate(", start_, ")");
+  }
+
+ private:
+  Node input_;
+  int64_t start_;
+};
+
+}  // namespace
+
+Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec) {
+  return std::make_shared<ConcatenateDataset>(
+      std::move(first), std::move(second), std::move(spec));
+}
+Node ZipNode(std::vector<Node> inputs) {
+  return std::make_shared<ZipDataset>(std::move(inputs));
+}
+Node EnumerateNode(Node input, int64_t start) {
+  return std::make_shared<EnumerateDataset>(std::move(input), start);
+}
+
+}  // namespace cosession::detail
