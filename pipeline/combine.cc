@@ -5,6 +5,12 @@
 //                inputs' components in order; ends with the shortest input.
 //   Enumerate    an int64 scalar counter (from `start`) before each
 //                element's components.
+//   FlatMap      fn(element) is a dataset; its elements, in turn, for each
+//                input element (tf.data's flat_map: a list of file names
+//                into their lines). fn runs in the iterator's coroutine; a
+//                failed dataset it returns, or an exception it throws, is
+//                the stream's error, naming the stage and the element's
+//                origin, and the stream goes on with the next element.
 // Errors pass through (and the stage goes on, as tf.data's do); an input
 // that fails to make its iterator fails the stage's iteration with its
 // status. Skip forwards to the inputs, so that resuming a chain of these
@@ -15,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/async/status_from_exception.h"
 #include "cosession/pipeline/detail/stages.h"
 
 namespace cosession::detail {
@@ -267,7 +274,112 @@ class EnumerateDataset : public DatasetNode {
   int64_t start_;
 };
 
+class FlatMapIterator : public ElementIterator {
+ public:
+  FlatMapIterator(std::unique_ptr<ElementIterator> input,
+                  std::shared_ptr<const FlatMapFunction> fn, std::string name,
+                  IteratorContext context)
+      : input_(std::move(input)),
+        fn_(std::move(fn)),
+        name_(std::move(name)),
+        context_(std::move(context)) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      if (inner_ != nullptr) {
+        std::optional<Result> r = inner_->TryNext();
+        if (!r.has_value()) return std::nullopt;
+        if (!AtInnerEnd(*r)) return r;
+        continue;
+      }
+      std::optional<Result> in = input_->TryNext();
+      if (!in.has_value()) return std::nullopt;
+      if (!IsElement(*in)) return in;
+      if (absl::Status s = Open(***in); !s.ok()) return Result(s);
+    }
+  }
+  asio::awaitable<Result> Next() override {
+    while (true) {
+      if (inner_ != nullptr) {
+        Result r = co_await NextOf(*inner_);
+        if (!AtInnerEnd(r)) co_return r;
+        continue;
+      }
+      Result in = co_await NextOf(*input_);
+      if (!IsElement(in)) co_return in;
+      if (absl::Status s = Open(**in); !s.ok()) co_return s;
+    }
+  }
+
+ private:
+  bool AtInnerEnd(const Result& r) {
+    if (!r.ok() || r->has_value()) return false;
+    inner_.reset();
+    return true;
+  }
+  // The iterator of fn(element)'s dataset.
+  absl::Status Open(const Element& element) {
+    Dataset made;
+    try {
+      made = (*fn_)(element);
+    } catch (...) {
+      return StatusFromException(std::current_exception(), name_);
+    }
+    absl::StatusOr<std::unique_ptr<ElementIterator>> it =
+        made.MakeIterator(context_);
+    if (!it.ok()) {
+      return absl::Status(it.status().code(),
+                          element.origin.Describe(absl::StrCat(
+                              name_, ": ", it.status().message())));
+    }
+    inner_ = *std::move(it);
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<ElementIterator> input_;
+  std::shared_ptr<const FlatMapFunction> fn_;
+  std::string name_;
+  IteratorContext context_;
+  std::unique_ptr<ElementIterator> inner_;  // null between input elements
+};
+
+class FlatMapDataset : public DatasetNode {
+ public:
+  FlatMapDataset(Node input, FlatMapFunction fn, FlatMapOptions options)
+      : input_(std::move(input)),
+        fn_(std::make_shared<const FlatMapFunction>(std::move(fn))),
+        options_(std::move(options)) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<FlatMapIterator>(*std::move(input), fn_, Name(),
+                                             context);
+  }
+  std::optional<ElementSpec> spec() const override {
+    return options_.output_spec;
+  }
+  bool deterministic() const override { return input_->deterministic(); }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".", Name());
+  }
+
+ private:
+  std::string Name() const {
+    return options_.name.empty() ? "FlatMap()"
+                                 : absl::StrCat("FlatMap(", options_.name, ")");
+  }
+  Node input_;
+  std::shared_ptr<const FlatMapFunction> fn_;
+  FlatMapOptions options_;
+};
+
 }  // namespace
+
+Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options) {
+  return std::make_shared<FlatMapDataset>(std::move(input), std::move(fn),
+                                          std::move(options));
+}
 
 Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec) {
   return std::make_shared<ConcatenateDataset>(

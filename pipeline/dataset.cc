@@ -375,6 +375,15 @@ Dataset Dataset::Concatenate(const Dataset& other) const {
   return FromNode(detail::ConcatenateNode(node_, other.node_, std::move(spec)));
 }
 
+Dataset Dataset::FlatMap(FlatMapFunction fn, FlatMapOptions options) const {
+  if (!ok()) return *this;
+  if (!fn) {
+    return Failed(ArgumentError(*this, "FlatMap", "the function is empty"));
+  }
+  return FromNode(
+      detail::FlatMapNode(node_, std::move(fn), std::move(options)));
+}
+
 Dataset Dataset::Enumerate(int64_t start) const {
   if (!ok()) return *this;
   return FromNode(detail::EnumerateNode(node_, start));

@@ -20,7 +20,7 @@
 //                FromChannel (pipeline/generator_source.h); CsvRows, CSV
 //                rows parsed from lines (pipeline/csv_rows.h).
 //   transforms   Map (a function or a coroutine, in parallel on the pool,
-//                in input order when deterministic), Filter,
+//                in input order when deterministic), FlatMap, Filter,
 //                Shuffle(buffer, seed), Batch, PaddedBatch, Unbatch,
 //                Repeat, Take, Skip, Shard, Enumerate, Prefetch(n) (a
 //                bounded buffer filled ahead by a coordinated task).
@@ -153,6 +153,18 @@ using AsyncMapFunction =
     std::function<boost::asio::awaitable<absl::StatusOr<Element>>(Element)>;
 using Predicate = std::function<absl::StatusOr<bool>(const Element&)>;
 
+class Dataset;
+// What FlatMap makes of one element: a dataset (Dataset::Failed for an
+// error).
+using FlatMapFunction = std::function<Dataset(const Element&)>;
+
+struct FlatMapOptions {
+  // What the datasets fn makes yield; unset = unknown (as Map's).
+  std::optional<ElementSpec> output_spec{};
+  // For messages: "FlatMap(<name>)".
+  std::string name{};
+};
+
 struct MapOptions {
   // Calls in flight at once; 1 runs the function in the iterator's
   // coroutine, more run it on the pool (an AsyncMapFunction is spawned
@@ -236,6 +248,14 @@ class Dataset {
   // exception becomes Internal naming the stage.
   Dataset Map(MapFunction fn, MapOptions options = {}) const;
   Dataset Map(AsyncMapFunction fn, MapOptions options = {}) const;
+  // fn(element)'s elements for each element in turn (tf.data's flat_map):
+  //   Dataset::FromElements(file_names).FlatMap([](const Element& e) {
+  //     return Dataset::TextLines({e.text(0)});
+  //   });
+  // fn runs in the iterator's coroutine and must be a function of the
+  // element (the stream is deterministic when the input is). A failed
+  // dataset from fn is the stream's error, naming the element's origin.
+  Dataset FlatMap(FlatMapFunction fn, FlatMapOptions options = {}) const;
   // The elements for which pred is true, in order.
   Dataset Filter(Predicate pred) const;
   // TensorFlow's shuffle: a buffer of buffer_size elements; each output is

@@ -281,6 +281,50 @@ CO_TEST(Pipeline, ConcatenateZipAndEnumerateAsTfData) {
   EXPECT_TRUE(absl::IsInvalidArgument(Dataset::Zip({}).status()));
 }
 
+// As tf.data's flat_map: each element's dataset in turn, e.g. a list of
+// files into their lines.
+CO_TEST(Pipeline, FlatMapYieldsEachElementsDatasetInTurn) {
+  Dataset counting = Dataset::Range(1, 4).FlatMap(
+      [](const Element& e) { return Dataset::Range(Int(e.tensor(0))); });
+  Drained d = co_await Drain(counting, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 0, 1, 0, 1, 2}));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_TRUE(counting.deterministic());
+
+  ScratchDir dir;
+  const std::string a = dir.path() + "/a.txt", b = dir.path() + "/b.txt";
+  WriteFile(a, "a1\na2\n");
+  WriteFile(b, "b1\n");
+  std::vector<Element> names(2);
+  names[0].components.emplace_back(a);
+  names[1].components.emplace_back(b);
+  Dataset lines = Dataset::FromElements(names).FlatMap(
+      [](const Element& e) { return Dataset::TextLines({e.text(0)}); });
+  d = co_await Drain(lines, Context());
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"a1", "a2", "b1"}));
+
+  // A failed dataset is the stream's error, naming the stage; the stream
+  // goes on with the next element.
+  Dataset failing = Dataset::Range(3).FlatMap(
+      [](const Element& e) {
+        if (Int(e.tensor(0)) == 1) {
+          return Dataset::Failed(absl::NotFoundError("no shard 1"));
+        }
+        return Dataset::Range(1);
+      },
+      {.name = "shards"});
+  auto it = failing.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  Drained first = co_await DrainIterator(**it);
+  EXPECT_EQ(first.elements, Scalars({0}));
+  EXPECT_TRUE(absl::IsNotFound(first.end)) << first.end;
+  EXPECT_TRUE(absl::StrContains(first.end.message(), "FlatMap(shards)"))
+      << first.end;
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_EQ(rest.elements, Scalars({0}));
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
+}
+
 CO_TEST(Pipeline, ShardGivesEachWorkerItsShare) {
   std::vector<int64_t> all;
   for (int64_t index = 0; index < 3; ++index) {

@@ -49,6 +49,7 @@ Node RepeatNode(Node input, int64_t count);
 Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec);
 Node ZipNode(std::vector<Node> inputs);
 Node EnumerateNode(Node input, int64_t start);
+Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options);
 
 // pipeline/unbatch.cc
 Node UnbatchNode(Node input);
