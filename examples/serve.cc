@@ -274,6 +274,9 @@ asio::awaitable<int> Serve(Flags f, Runtime* runtime, bool* drained) {
     return model->Handle(std::move(r.method), std::move(r.target),
                          std::move(r.body), std::move(r.origin));
   };
+  // Big gzip bodies are uncompressed on the pool, as big bodies are parsed
+  // there, so that the event loop keeps answering meanwhile.
+  f.http.inflate_executor = runtime->executor();
   absl::StatusOr<std::unique_ptr<HttpServer>> listening =
       HttpServer::Listen(executor, f.http, std::move(handler));
   if (!listening.ok()) {

@@ -88,6 +88,13 @@ absl::StatusOr<std::string> GunzipBody(absl::string_view body,
   }
 }
 
+// GunzipBody on another executor (HttpServerOptions::inflate_executor); the
+// body by value, as it outlives the caller's frame there.
+asio::awaitable<absl::StatusOr<std::string>> GunzipBodyThere(std::string body,
+                                                             size_t max_bytes) {
+  co_return GunzipBody(body, max_bytes);
+}
+
 // A header field's value, for Abseil's string functions.
 absl::string_view FieldText(beast::string_view value) {
   return absl::string_view(value.data(), value.size());
@@ -273,8 +280,18 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
       case BodyCoding::kIdentity:
         break;
       case BodyCoding::kGzip: {
-        absl::StatusOr<std::string> plain =
-            GunzipBody(body, options.max_body_bytes);
+        // (An if, not a conditional around the co_await: g++ 12 mishandles
+        // temporaries there.)
+        absl::StatusOr<std::string> plain;
+        if (options.inflate_executor &&
+            body.size() >= options.inflate_inline_bytes) {
+          plain = co_await asio::co_spawn(
+              options.inflate_executor,
+              GunzipBodyThere(std::move(body), options.max_body_bytes),
+              asio::use_awaitable);
+        } else {
+          plain = GunzipBody(body, options.max_body_bytes);
+        }
         if (!plain.ok()) {
           co_await WriteError(
               c,

@@ -69,6 +69,12 @@ struct HttpServerOptions {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   int max_connections = 1024;
+  // Where a gzip body of inflate_inline_bytes or more is uncompressed, so
+  // that the event loop goes on serving the other connections meanwhile (a
+  // body may inflate to max_body_bytes); empty = on the connection's own
+  // executor. cosession_serve gives the runtime's pool.
+  boost::asio::any_io_executor inflate_executor{};
+  size_t inflate_inline_bytes = 64 * 1024;
 };
 
 namespace detail {
