@@ -1,5 +1,6 @@
 #include "cosession/pipeline/element.h"
 
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -73,6 +74,19 @@ Element MakeElement(std::vector<Tensor> tensors) {
   Element element;
   for (Tensor& t : tensors) element.components.emplace_back(std::move(t));
   return element;
+}
+
+Tensor CopyRow(const Tensor& batch, int64_t row) {
+  Tensor out = Tensor::Allocate(
+      batch.dtype(), TensorShape(batch.shape().dim_sizes().subspan(1)));
+  const size_t bytes = out.TotalBytes();
+  if (bytes > 0) {
+    std::memcpy(out.raw_data(),
+                static_cast<const char*>(batch.raw_data()) +
+                    static_cast<size_t>(row) * bytes,
+                bytes);
+  }
+  return out;
 }
 
 std::string ComponentSpec::DebugString() const {

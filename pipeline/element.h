@@ -74,6 +74,11 @@ struct Element {
 // An element of tensors.
 Element MakeElement(std::vector<Tensor> tensors);
 
+// Row `row` of `batch` (rank >= 1, row < its dimension 0) along dimension
+// 0, as a tensor of its own: a copy, so that it does not hold the batch's
+// buffer. What FromTensorSlices and Unbatch make of each row.
+Tensor CopyRow(const Tensor& batch, int64_t row);
+
 struct ComponentSpec {
   // A string component (dtype and shape are then ignored).
   bool is_string = false;

@@ -142,22 +142,14 @@ class FromTensorSlicesDataset : public DatasetNode, public BatchFusable {
   }
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
-    return MakeIndexIterator(
-        (*tensors_)[0].shape().dim_size(0), [tensors = tensors_](int64_t i) {
-          Element element;
-          for (const Tensor& t : *tensors) {
-            Tensor slice = Tensor::Allocate(t.dtype(), SliceShape(t));
-            const size_t bytes = slice.TotalBytes();
-            if (bytes > 0) {
-              std::memcpy(slice.raw_data(),
-                          static_cast<const char*>(t.raw_data()) +
-                              static_cast<size_t>(i) * bytes,
-                          bytes);
-            }
-            element.components.emplace_back(std::move(slice));
-          }
-          return element;
-        });
+    return MakeIndexIterator((*tensors_)[0].shape().dim_size(0),
+                             [tensors = tensors_](int64_t i) {
+                               Element element;
+                               for (const Tensor& t : *tensors) {
+                                 element.components.emplace_back(CopyRow(t, i));
+                               }
+                               return element;
+                             });
   }
   std::optional<ElementSpec> spec() const override { return spec_; }
   bool deterministic() const override { return true; }

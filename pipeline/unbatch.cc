@@ -6,7 +6,6 @@
 // element). An element of dimension 0 gives no element. Each row is a copy
 // (a slice does not share its batch's buffer), made when it is returned.
 #include <boost/asio/use_awaitable.hpp>
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -72,17 +71,7 @@ class UnbatchIterator : public ElementIterator {
     Element out;
     out.origin = batch_.origin;
     for (const Component& c : batch_.components) {
-      const Tensor& t = std::get<Tensor>(c);
-      Tensor row = Tensor::Allocate(
-          t.dtype(), TensorShape(t.shape().dim_sizes().subspan(1)));
-      const size_t bytes = row.TotalBytes();
-      if (bytes > 0) {
-        std::memcpy(row.raw_data(),
-                    static_cast<const char*>(t.raw_data()) +
-                        static_cast<size_t>(next_row_) * bytes,
-                    bytes);
-      }
-      out.components.emplace_back(std::move(row));
+      out.components.emplace_back(CopyRow(std::get<Tensor>(c), next_row_));
     }
     ++next_row_;
     return Result(std::move(out));

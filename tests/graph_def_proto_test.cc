@@ -22,21 +22,19 @@ TEST(GraphDefProto, TextIsTensorFlowsGraphPbtxt) {
   Graph g;
   Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
   ops::Identity(g, x, "y");
-  const std::string shape_m1_2 =
-      "        shape {\n"
-      "          dim {\n"
-      "            size: -1\n"
-      "          }\n"
-      "          dim {\n"
-      "            size: 2\n"
-      "          }\n"
-      "        }\n";
+  // TensorShapeProto [-1, 2] in text format, `indent` spaces in.
+  auto shape_m1_2 = [](int indent) {
+    const std::string pad(indent, ' ');
+    return pad + "shape {\n" + pad + "  dim {\n" + pad + "    size: -1\n" +
+           pad + "  }\n" + pad + "  dim {\n" + pad + "    size: 2\n" + pad +
+           "  }\n" + pad + "}\n";
+  };
   const std::string output_shapes =
       "  attr {\n"
       "    key: \"_output_shapes\"\n"
       "    value {\n"
       "      list {\n" +
-      shape_m1_2 +
+      shape_m1_2(8) +
       "      }\n"
       "    }\n"
       "  }\n";
@@ -53,15 +51,8 @@ TEST(GraphDefProto, TextIsTensorFlowsGraphPbtxt) {
       "  }\n"
       "  attr {\n"
       "    key: \"shape\"\n"
-      "    value {\n"
-      "      shape {\n"
-      "        dim {\n"
-      "          size: -1\n"
-      "        }\n"
-      "        dim {\n"
-      "          size: 2\n"
-      "        }\n"
-      "      }\n"
+      "    value {\n" +
+      shape_m1_2(6) +
       "    }\n"
       "  }\n"
       "}\n"
