@@ -188,7 +188,9 @@ asio::awaitable<absl::Status> CheckpointSaverHook::AfterCreateSession(
     Session& session, Coordinator&) {
   absl::StatusOr<std::vector<Tensor>> snapshot = co_await ReadSnapshot(session);
   if (!snapshot.ok()) co_return snapshot.status();
-  if (absl::Status s = WriteGraph(); !s.ok()) co_return s;
+  if (options_.save_graph_def) {
+    if (absl::Status s = WriteGraph(); !s.ok()) co_return s;
+  }
   const int64_t step = (*snapshot)[0].scalar<int64_t>();
   // TF: "The checkpoint saved here is the state at step global_step".
   absl::Status s = co_await Save(session, step, *std::move(snapshot), nullptr);

@@ -14,7 +14,8 @@
 //   * Begin: finds the global step (NotFound from Begin when the graph has
 //     none), creates the Saver unless one was given (so it runs before the
 //     graph is finalized), calls every listener's Begin.
-//   * AfterCreateSession (also after each recovery): writes the graph --
+//   * AfterCreateSession (also after each recovery): unless save_graph_def
+//     is false, writes the graph --
 //     <checkpoint_dir>/graph.pbtxt (GraphDef in text format, with
 //     "_output_shapes") and a graph_def and a meta_graph_def event in the
 //     directory's event file, for TensorBoard's Graphs dashboard
@@ -116,6 +117,10 @@ struct CheckpointSaverHookOptions {
   // true: AfterRun waits for each periodic write and runs AfterSave in the
   // same step, as TensorFlow (training stalls for the write).
   bool wait_for_write = false;
+  // TensorFlow's save_graph_def: write the graph (graph.pbtxt and the graph
+  // events) when the session is created. false: only checkpoints (a graph
+  // whose constants are too big to repeat, say).
+  bool save_graph_def = true;
 };
 
 class CheckpointSaverHook : public SyncSessionRunHook {

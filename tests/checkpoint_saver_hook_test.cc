@@ -226,6 +226,28 @@ CO_TEST(CheckpointSaverHook, WritesTheGraphForTensorBoard) {
   EXPECT_TRUE(checkpoint_seen);
 }
 
+// save_graph_def false, as TensorFlow's: checkpoints only.
+CO_TEST(CheckpointSaverHook, SaveGraphDefFalseWritesNoGraph) {
+  ScratchDir dir;
+  TrainGraph graph;
+  auto hook = MakeHook({.checkpoint_dir = dir.path(),
+                        .save_steps = 100,
+                        .save_graph_def = false});
+  auto ms = co_await Start(graph.g, hook);
+  CO_ASSERT_TRUE(ms != nullptr);
+  CO_ASSERT_OK(co_await ms->Close(asio::use_awaitable));
+  EXPECT_FALSE(fs::exists(dir.path() + "/graph.pbtxt"));
+  const std::vector<std::string> files = testing::EventFiles(dir.path());
+  CO_ASSERT_TRUE(files.size() == 1u);
+  int checkpoints = 0;
+  for (const testing::DecodedEvent& e : testing::ReadEventsForTest(files[0])) {
+    EXPECT_FALSE(e.graph_def.has_value());
+    EXPECT_FALSE(e.meta_graph_def.has_value());
+    checkpoints += e.session_log_status == 3;
+  }
+  EXPECT_GT(checkpoints, 0);
+}
+
 CO_TEST(CheckpointSaverHook, SaveSecsSavesWhenThePeriodElapsed) {
   // TF: test_save_secs_saves_periodically, with a ManualClock.
   ScratchDir dir;

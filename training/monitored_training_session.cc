@@ -104,6 +104,7 @@ absl::StatusOr<MonitoredTrainingSessionSetup> SetUpMonitoredTrainingSession(
         checkpoints.save_secs = options.save_checkpoint_secs;
       }
       checkpoints.clock = options.clock;
+      checkpoints.save_graph_def = options.save_graph_def;
       auto created = CheckpointSaverHook::Create(checkpoints);
       COSESSION_RETURN_IF_ERROR(Append(created, "save_checkpoint", hooks));
       saver_hook = *created;

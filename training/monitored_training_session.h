@@ -67,6 +67,9 @@ struct MonitoredTrainingSessionOptions {
   // save_checkpoint_secs when set; neither = no CheckpointSaverHook.
   std::optional<int64_t> save_checkpoint_steps{};
   std::optional<absl::Duration> save_checkpoint_secs = absl::Seconds(600);
+  // The CheckpointSaverHook's save_graph_def: graph.pbtxt and the graph
+  // events for TensorBoard.
+  bool save_graph_def = true;
   // Summaries: every save_summaries_secs when set, else every
   // save_summaries_steps when set.
   std::optional<int64_t> save_summaries_steps = 100;
