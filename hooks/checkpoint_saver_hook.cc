@@ -105,14 +105,14 @@ absl::Status CheckpointSaverHook::WriteGraph() {
   // The graph is final once every hook's Begin ran, which is why
   // TensorFlow writes it here and not in Begin.
   COSESSION_RETURN_IF_ERROR(OpenSummaryWriter());
-  std::string path = options_.checkpoint_dir;
-  if (!path.empty() && path.back() != '/') path += '/';
-  path += "graph.pbtxt";
-  COSESSION_RETURN_IF_ERROR(WriteFileAtomically(path, GraphDefText(*graph_)));
+  COSESSION_RETURN_IF_ERROR(WriteFileAtomically(
+      JoinPath(options_.checkpoint_dir, "graph.pbtxt"), GraphDefText(*graph_)));
+  std::string graph_def = EncodeGraphDef(*graph_);
+  std::string meta_graph_def = EncodeMetaGraphDef(graph_def);
   summary_writer_->AddEvent(
-      Event{.what = SerializedGraphDef{EncodeGraphDef(*graph_)}});
+      Event{.what = SerializedGraphDef{std::move(graph_def)}});
   summary_writer_->AddEvent(
-      Event{.what = SerializedMetaGraphDef{EncodeMetaGraphDef(*graph_)}});
+      Event{.what = SerializedMetaGraphDef{std::move(meta_graph_def)}});
   return absl::OkStatus();
 }
 
@@ -120,11 +120,9 @@ absl::Status CheckpointSaverHook::LogCheckpoint(const PendingSave& save) {
   COSESSION_RETURN_IF_ERROR(OpenSummaryWriter());
   // TensorFlow's checkpoint_path here is the save path without the step
   // ("<dir>/model.ckpt"); the state file names the step's checkpoint.
-  std::string path = options_.checkpoint_dir;
-  if (!path.empty() && path.back() != '/') path += '/';
-  path += saver_->options().filename_prefix;
-  summary_writer_->AddSessionLog(SessionLog::kCheckpoint, save.step(),
-                                 std::move(path));
+  summary_writer_->AddSessionLog(
+      SessionLog::kCheckpoint, save.step(),
+      JoinPath(options_.checkpoint_dir, saver_->options().filename_prefix));
   return absl::OkStatus();
 }
 

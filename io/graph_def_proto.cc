@@ -229,9 +229,9 @@ std::string EncodeGraphDef(const Graph& graph) {
   return out;
 }
 
-std::string EncodeMetaGraphDef(const Graph& graph) {
+std::string EncodeMetaGraphDef(std::string_view graph_def) {
   std::string out;
-  proto_wire::PutBytes(out, 2, EncodeGraphDef(graph));
+  proto_wire::PutBytes(out, 2, graph_def);
   return out;
 }
 

@@ -26,6 +26,7 @@
 #define COSESSION_IO_GRAPH_DEF_PROTO_H_
 
 #include <string>
+#include <string_view>
 
 #include "cosession/graph/graph.h"
 
@@ -33,8 +34,9 @@ namespace cosession {
 
 // The GraphDef's wire-format bytes (an Event's graph_def).
 std::string EncodeGraphDef(const Graph& graph);
-// A MetaGraphDef holding only the GraphDef (an Event's meta_graph_def).
-std::string EncodeMetaGraphDef(const Graph& graph);
+// A MetaGraphDef holding only `graph_def`, EncodeGraphDef's bytes (an
+// Event's meta_graph_def): the graph is encoded once for both events.
+std::string EncodeMetaGraphDef(std::string_view graph_def);
 // The GraphDef in protobuf's text format (graph.pbtxt).
 std::string GraphDefText(const Graph& graph);
 

@@ -218,7 +218,7 @@ CO_TEST(CheckpointSaverHook, WritesTheGraphForTensorBoard) {
     }
     if (e.meta_graph_def) {
       ++meta_graphs;
-      EXPECT_EQ(*e.meta_graph_def, EncodeMetaGraphDef(graph.g));
+      EXPECT_EQ(*e.meta_graph_def, EncodeMetaGraphDef(EncodeGraphDef(graph.g)));
     }
   }
   EXPECT_EQ(graphs, 1);

@@ -140,7 +140,7 @@ TEST(GraphDefProto, WireBytesHoldEveryNodeInputAndAttribute) {
   for (const auto& [name, node] : nodes) {
     EXPECT_TRUE(node.attrs.contains("_output_shapes")) << name;
   }
-  std::vector<WireField> meta = ParseWire(EncodeMetaGraphDef(g));
+  std::vector<WireField> meta = ParseWire(EncodeMetaGraphDef(bytes));
   ASSERT_EQ(meta.size(), 1u);
   EXPECT_EQ(meta[0].number, 2u);
   EXPECT_EQ(meta[0].bytes, bytes);
