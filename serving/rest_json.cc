@@ -16,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/json_string_state.h"
+#include "cosession/serving/json_syntax.h"
 #include "cosession/serving/predict_fast_path.h"
 
 namespace cosession {
@@ -383,23 +384,24 @@ absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
   return inputs;
 }
 
-// True when `value` holds a number literal past the double range: Boost.JSON
-// reads 1e400 as infinity, where RapidJSON (TensorFlow Serving's parser)
-// stops with "Number too big to be stored in double." The bare non-finite
-// tokens are marker strings at this point, so any infinite double came from
-// such a literal. Recursion is bounded by the parse's max_depth.
-bool HoldsTooBigNumber(const json::value& value) {
+// True when `value` holds an infinite double. The bare non-finite tokens
+// are marker strings at this point, so such a double came from a literal
+// past the double range, which RapidJSON (TensorFlow Serving's parser)
+// either refuses ("Number too big to be stored in double.") or reads as
+// infinity too: json_syntax.h tells which. Recursion is bounded by the
+// parse's max_depth.
+bool HoldsInfinity(const json::value& value) {
   switch (value.kind()) {
     case json::kind::double_:
       return std::isinf(value.get_double());
     case json::kind::array:
       for (const json::value& v : value.get_array()) {
-        if (HoldsTooBigNumber(v)) return true;
+        if (HoldsInfinity(v)) return true;
       }
       return false;
     case json::kind::object:
       for (const auto& member : value.get_object()) {
-        if (HoldsTooBigNumber(member.value())) return true;
+        if (HoldsInfinity(member.value())) return true;
       }
       return false;
     default:
@@ -407,28 +409,52 @@ bool HoldsTooBigNumber(const json::value& value) {
   }
 }
 
-// A request body: a JSON object (nesting bounded at 64 levels), the bare
-// non-finite tokens taken as floats.
-absl::StatusOr<json::value> ParseBody(absl::string_view body) {
-  if (body.find_first_not_of(" \t\r\n") == absl::string_view::npos) {
-    return Invalid("JSON Parse error: The document is empty");
-  }
+// Boost.JSON's reading of one document, the bare non-finite tokens taken
+// as floats.
+json::value ParseDocument(absl::string_view text,
+                          boost::system::error_code& ec) {
   json::parse_options options;
   options.max_depth = 64;
-  boost::system::error_code ec;
+  // RapidJSON does not validate UTF-8 under TensorFlow Serving's flags.
+  options.allow_invalid_utf8 = true;
   json::value doc =
-      json::parse(json::string_view(body.data(), body.size()), ec, {}, options);
+      json::parse(json::string_view(text.data(), text.size()), ec, {}, options);
   if (ec) {
     if (std::optional<std::string> rewritten =
-            WithNonFiniteTokensAsStrings(body)) {
+            WithNonFiniteTokensAsStrings(text)) {
       boost::system::error_code rewritten_ec;
       doc = json::parse(*rewritten, rewritten_ec, {}, options);
       if (!rewritten_ec) ec = {};
     }
   }
-  if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
-  if (HoldsTooBigNumber(doc)) {
-    return Invalid("JSON Parse error: Number too big to be stored in double.");
+  return doc;
+}
+
+// A request body: a JSON object (nesting bounded at 64 levels), read as
+// TensorFlow Serving reads it (json_syntax.h): bytes after the document
+// ignored, a malformed body refused with RapidJSON's message and offset.
+absl::StatusOr<json::value> ParseBody(absl::string_view body) {
+  if (body.empty()) {
+    return Invalid("JSON Parse error: The document is empty");
+  }
+  boost::system::error_code ec;
+  json::value doc = ParseDocument(body, ec);
+  if (ec || HoldsInfinity(doc)) {
+    const JsonSyntaxVerdict verdict = CheckJsonSyntax(body);
+    if (!verdict.ok()) {
+      return Invalid(absl::StrCat("JSON Parse error: ", verdict.error,
+                                  " at offset: ", verdict.error_offset));
+    }
+    const absl::string_view document = body.substr(
+        verdict.document_begin, verdict.document_end - verdict.document_begin);
+    if (ec && document.size() != body.size()) {
+      ec = {};
+      doc = ParseDocument(document, ec);
+    }
+    // What Boost.JSON still refuses of a document RapidJSON takes is past
+    // its nesting limit, or one of the odd spellings RapidJSON 1.1.0 also
+    // takes as NaN or infinity ("NInf", "NaN.5"), which are not served.
+    if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
   }
   if (!doc.is_object()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));

@@ -214,7 +214,8 @@ CO_TEST(ModelServer, ErrorsAreTensorFlowServingsCodesAndMessages) {
        404, "Servable not found for request: Specific(m, 9)"},
       // TF Serving parses the body before it looks the model up.
       {"POST", "/v1/models/nope:predict", "{\"instances\": [[1, 2]", 400,
-       "JSON Parse error"},
+       "JSON Parse error: Missing a comma or ']' after an array element. at "
+       "offset: 21"},
       {"POST", "/v1/models/nope:predict", R"({"signature_name": 7})", 400,
        "'signature_name' key must be a string"},
       {"POST", "/v1/models/nope:classify", "{}", 400,
@@ -228,7 +229,10 @@ CO_TEST(ModelServer, ErrorsAreTensorFlowServingsCodesAndMessages) {
       {"GET", "/v1/models/m/versions/9/metadata", "", 404,
        "Servable not found for request: Specific(m, 9)"},
       {"POST", "/v1/models/m:predict", "{\"instances\": [[1, 2]", 400,
-       "JSON Parse error"},
+       "JSON Parse error: Missing a comma or ']' after an array element. at "
+       "offset: 21"},
+      {"POST", "/v1/models/m:predict", "instances = [1, 2]", 400,
+       "JSON Parse error: Invalid value. at offset: 0"},
       {"POST", "/v1/models/m:predict", R"({"instances": [[1, "a"]]})", 400,
        "is not of expected type: float"},
       {"POST", "/v1/models/m:predict", R"({"instances": [[1, 2, 3]]})", 400,
