@@ -319,19 +319,9 @@ class FlatMapIterator : public ElementIterator {
   }
   // The iterator of fn(element)'s dataset.
   absl::Status Open(const Element& element) {
-    Dataset made;
-    try {
-      made = (*fn_)(element);
-    } catch (...) {
-      return StatusFromException(std::current_exception(), name_);
-    }
     absl::StatusOr<std::unique_ptr<ElementIterator>> it =
-        made.MakeIterator(context_);
-    if (!it.ok()) {
-      return absl::Status(it.status().code(),
-                          element.origin.Describe(absl::StrCat(
-                              name_, ": ", it.status().message())));
-    }
+        OpenDatasetOf(*fn_, element, name_, context_);
+    if (!it.ok()) return it.status();
     inner_ = *std::move(it);
     return absl::OkStatus();
   }
@@ -375,6 +365,25 @@ class FlatMapDataset : public DatasetNode {
 };
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
+    const FlatMapFunction& fn, const Element& element, absl::string_view stage,
+    const IteratorContext& context) {
+  Dataset made;
+  try {
+    made = fn(element);
+  } catch (...) {
+    return StatusFromException(std::current_exception(), stage);
+  }
+  absl::StatusOr<std::unique_ptr<ElementIterator>> it =
+      made.MakeIterator(context);
+  if (!it.ok()) {
+    return absl::Status(it.status().code(),
+                        element.origin.Describe(
+                            absl::StrCat(stage, ": ", it.status().message())));
+  }
+  return it;
+}
 
 Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options) {
   return std::make_shared<FlatMapDataset>(std::move(input), std::move(fn),

@@ -384,6 +384,24 @@ Dataset Dataset::FlatMap(FlatMapFunction fn, FlatMapOptions options) const {
       detail::FlatMapNode(node_, std::move(fn), std::move(options)));
 }
 
+Dataset Dataset::Interleave(FlatMapFunction fn,
+                            InterleaveOptions options) const {
+  if (!ok()) return *this;
+  if (!fn) {
+    return Failed(ArgumentError(*this, "Interleave", "the function is empty"));
+  }
+  if (options.cycle_length == kAutotune) options.cycle_length = CpusAtLeast(1);
+  if (options.cycle_length < 1 || options.block_length < 1) {
+    return Failed(ArgumentError(
+        *this, "Interleave",
+        absl::StrCat("cycle_length must be >= 1 or kAutotune and "
+                     "block_length >= 1, got ",
+                     options.cycle_length, " and ", options.block_length)));
+  }
+  return FromNode(
+      detail::MappedInterleaveNode(node_, std::move(fn), std::move(options)));
+}
+
 Dataset Dataset::Enumerate(int64_t start) const {
   if (!ok()) return *this;
   return FromNode(detail::EnumerateNode(node_, start));

@@ -24,7 +24,8 @@
 //                Shuffle(buffer, seed), Batch, PaddedBatch, Unbatch,
 //                Repeat, Take, Skip, Shard, Enumerate, Prefetch(n) (a
 //                bounded buffer filled ahead by a coordinated task).
-//   combinators  Interleave, Zip, Concatenate.
+//   combinators  Interleave (of datasets, or of fn's datasets for each
+//                element), Zip, Concatenate.
 // Each stage's header comment in its .cc file states its semantics; the
 // summary is in the method comments below.
 //
@@ -165,6 +166,17 @@ struct FlatMapOptions {
   std::string name{};
 };
 
+struct InterleaveOptions {
+  // Inputs open at once; kAutotune (tf.data's default): one per CPU.
+  int64_t cycle_length = kAutotune;
+  // Elements taken from an input before the visit moves to the next.
+  int64_t block_length = 1;
+  // What the datasets fn makes yield; unset = unknown (as Map's).
+  std::optional<ElementSpec> output_spec{};
+  // For messages: "Interleave(<name>)".
+  std::string name{};
+};
+
 struct MapOptions {
   // Calls in flight at once; 1 runs the function in the iterator's
   // coroutine, more run it on the pool (an AsyncMapFunction is spawned
@@ -256,6 +268,17 @@ class Dataset {
   // element (the stream is deterministic when the input is). A failed
   // dataset from fn is the stream's error, naming the element's origin.
   Dataset FlatMap(FlatMapFunction fn, FlatMapOptions options = {}) const;
+  // tf.data's interleave(map_func, cycle_length, block_length): as the
+  // static Interleave, over fn(element)'s datasets for this dataset's
+  // elements, each made when it enters the cycle (a thousand file names
+  // hold at most cycle_length files open):
+  //   Dataset::FromElements(file_names).Interleave(
+  //       [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
+  //       {.cycle_length = 4, .block_length = 16});
+  // fn runs in the iterator's coroutine, as FlatMap's, with FlatMap's
+  // errors (naming "Interleave(<name>)"). The inputs are read in turn; end
+  // fn's datasets with a Prefetch to read them ahead in parallel.
+  Dataset Interleave(FlatMapFunction fn, InterleaveOptions options = {}) const;
   // The elements for which pred is true, in order.
   Dataset Filter(Predicate pred) const;
   // TensorFlow's shuffle: a buffer of buffer_size elements; each output is

@@ -1,18 +1,33 @@
-// Interleave: TensorFlow's interleave over the given inputs (many files,
-// many sockets), in TensorFlow's order (its interleave_dataset_op). A cycle
-// of cycle_length slots (0 = one per input) is visited round-robin,
-// block_length elements from each in turn. An empty slot that the visit
-// reaches takes the next unopened input, which gives the slot's elements at
-// once; an input that ends leaves its slot empty and the visit moves on to
-// the next slot (a block there starts afresh). Once every input was
-// opened, empty slots are passed over. The stream ends when every input
-// ended. Inputs are opened (their iterators made) only when they enter the
-// cycle, so that a thousand files hold at most cycle_length open. An error
-// from an input is returned and the visit stays on that input.
+// Interleave: TensorFlow's interleave, in TensorFlow's order (its
+// interleave_dataset_op), over inputs that come either as a list of
+// datasets (many files, many sockets) or as fn(element) for each element of
+// an upstream dataset (tf.data's interleave(map_func): file names into
+// their lines).
+//
+// A cycle of cycle_length slots is visited round-robin, block_length
+// elements from each in turn. An empty slot that the visit reaches takes
+// the next input, which gives the slot's elements at once; an input that
+// ends leaves its slot empty and the visit moves on to the next slot (a
+// block there starts afresh). Once there is no next input, empty slots are
+// passed over. The stream ends when every input ended. Inputs are opened
+// (their iterators made; for the function form, the upstream element
+// awaited and fn called) only when they enter the cycle, so that a
+// thousand files hold at most cycle_length open.
+//
+// Errors: an input's error is returned and the visit stays on that input;
+// an error of the upstream dataset is returned and the next visit of the
+// empty slot asks it again; fn's failed dataset or exception is returned
+// naming "Interleave(<name>)" and the element's origin, and the slot takes
+// the next element when visited again (as FlatMap goes on).
 //
 // The order is fixed by the inputs' own orders, so the stream is
-// deterministic when they are. A waiting input (a quiet socket) holds the
-// cycle up: the visit is strictly in turn.
+// deterministic when they are (for the function form: when the upstream
+// dataset is and fn is a function of its element). Inputs are read in
+// turn, in the iterator's coroutine: a waiting input (a quiet socket) holds
+// the cycle up. To read the inputs ahead in parallel, end each with a
+// Prefetch (fn returning TextLines({file}).Prefetch(2)).
+//
+// Thread safety: an iterator is used by one consumer at a time.
 #include <algorithm>
 #include <boost/asio/awaitable.hpp>
 #include <memory>
@@ -26,70 +41,145 @@
 namespace cosession::detail {
 namespace {
 
+namespace asio = boost::asio;
+using Result = ElementIterator::Result;
+
+// The next input's iterator; null when there are no more inputs.
+using Opened = absl::StatusOr<std::unique_ptr<ElementIterator>>;
+
+// Where the cycle's inputs come from, in order.
+class CycleInputs {
+ public:
+  virtual ~CycleInputs() = default;
+  // The next input when it is ready without waiting; nullopt when the
+  // caller must await Open() instead.
+  virtual std::optional<Opened> TryOpen() = 0;
+  virtual asio::awaitable<Opened> Open() = 0;
+};
+
+// The list form: the datasets' iterators, made in turn.
+class ListedInputs : public CycleInputs {
+ public:
+  ListedInputs(std::vector<Node> inputs, IteratorContext context)
+      : inputs_(std::move(inputs)), context_(std::move(context)) {}
+
+  std::optional<Opened> TryOpen() override {
+    if (next_ == inputs_.size()) return Opened(nullptr);
+    Opened it = inputs_[next_]->MakeIterator(context_);
+    if (it.ok()) ++next_;  // a failed one is tried again on the next visit
+    return it;
+  }
+  asio::awaitable<Opened> Open() override { co_return *TryOpen(); }
+
+ private:
+  std::vector<Node> inputs_;
+  IteratorContext context_;
+  size_t next_ = 0;  // inputs_[next_] is the next to open
+};
+
+// The function form: fn(element)'s iterator for each upstream element.
+class MappedInputs : public CycleInputs {
+ public:
+  MappedInputs(std::unique_ptr<ElementIterator> upstream,
+               std::shared_ptr<const FlatMapFunction> fn, std::string name,
+               IteratorContext context)
+      : upstream_(std::move(upstream)),
+        fn_(std::move(fn)),
+        name_(std::move(name)),
+        context_(std::move(context)) {}
+
+  std::optional<Opened> TryOpen() override {
+    std::optional<Result> element = upstream_->TryNext();
+    if (!element.has_value()) return std::nullopt;
+    return OpenFor(*std::move(element));
+  }
+  asio::awaitable<Opened> Open() override {
+    co_return OpenFor(co_await NextOf(*upstream_));
+  }
+
+ private:
+  Opened OpenFor(Result element) {
+    if (!element.ok()) return element.status();
+    if (!element->has_value()) return nullptr;
+    return OpenDatasetOf(*fn_, **element, name_, context_);
+  }
+
+  std::unique_ptr<ElementIterator> upstream_;
+  std::shared_ptr<const FlatMapFunction> fn_;
+  std::string name_;
+  IteratorContext context_;
+};
+
 class InterleaveIterator : public ElementIterator {
  public:
-  InterleaveIterator(std::vector<Node> inputs, size_t cycle_length,
-                     int64_t block_length, IteratorContext context)
+  InterleaveIterator(std::unique_ptr<CycleInputs> inputs, size_t cycle_length,
+                     int64_t block_length)
       : inputs_(std::move(inputs)),
         block_length_(block_length),
-        context_(context),
-        cycle_(std::min(cycle_length, inputs_.size())) {}
+        cycle_(cycle_length) {}
 
   std::optional<Result> TryNext() override {
-    while (true) {
-      absl::StatusOr<ElementIterator*> input = CurrentInput();
-      if (!input.ok()) return Result(input.status());
-      if (*input == nullptr) {
-        if (Ended()) return Result(std::optional<Element>());
+    while (!Ended()) {
+      std::unique_ptr<ElementIterator>& slot = cycle_[position_];
+      if (slot == nullptr) {
+        if (no_more_inputs_) {
+          Advance();
+          continue;
+        }
+        std::optional<Opened> opened = inputs_->TryOpen();
+        if (!opened.has_value()) return std::nullopt;  // Next() opens it
+        if (absl::Status s = Fill(*std::move(opened)); !s.ok()) {
+          return Result(s);
+        }
         continue;
       }
-      std::optional<Result> next = (*input)->TryNext();
+      std::optional<Result> next = slot->TryNext();
       if (!next.has_value()) return std::nullopt;  // Next() continues here
       if (std::optional<Result> taken = Take(*std::move(next))) return taken;
     }
+    return Result(std::optional<Element>());
   }
 
-  boost::asio::awaitable<Result> Next() override {
-    while (true) {
-      absl::StatusOr<ElementIterator*> input = CurrentInput();
-      if (!input.ok()) co_return input.status();
-      if (*input == nullptr) {
-        if (Ended()) co_return std::optional<Element>();
+  asio::awaitable<Result> Next() override {
+    while (!Ended()) {
+      std::unique_ptr<ElementIterator>& slot = cycle_[position_];
+      if (slot == nullptr) {
+        if (no_more_inputs_) {
+          Advance();
+          continue;
+        }
+        if (absl::Status s = Fill(co_await inputs_->Open()); !s.ok()) {
+          co_return s;
+        }
         continue;
       }
-      Result next = co_await NextOf(**input);
+      Result next = co_await NextOf(*slot);
       if (std::optional<Result> taken = Take(std::move(next))) {
         co_return *std::move(taken);
       }
     }
+    co_return std::optional<Element>();
   }
 
  private:
-  bool Ended() const { return next_input_ == inputs_.size() && open_ == 0; }
+  bool Ended() const { return no_more_inputs_ && open_ == 0; }
 
   void Advance() {
     taken_in_block_ = 0;
     position_ = (position_ + 1) % cycle_.size();
   }
 
-  // The input in the visited slot, opening the next one into an empty slot;
-  // null when the slot stays empty (the visit moved on) or the stream ended.
-  absl::StatusOr<ElementIterator*> CurrentInput() {
-    if (Ended() || cycle_.empty()) return nullptr;
-    std::unique_ptr<ElementIterator>& slot = cycle_[position_];
-    if (slot == nullptr) {
-      if (next_input_ == inputs_.size()) {
-        Advance();
-        return nullptr;
-      }
-      absl::StatusOr<std::unique_ptr<ElementIterator>> it =
-          inputs_[next_input_]->MakeIterator(context_);
-      if (!it.ok()) return it.status();
-      ++next_input_;
-      ++open_;
-      slot = *std::move(it);
+  // Puts what opening gave into the visited (empty) slot. Without a next
+  // input the visit stays, and passes the slot over on its next turn.
+  absl::Status Fill(Opened opened) {
+    if (!opened.ok()) return opened.status();
+    if (*opened == nullptr) {
+      no_more_inputs_ = true;
+      return absl::OkStatus();
     }
-    return slot.get();
+    cycle_[position_] = *std::move(opened);
+    ++open_;
+    return absl::OkStatus();
   }
 
   // What the visited input gave: an element or an error to return, or
@@ -106,11 +196,10 @@ class InterleaveIterator : public ElementIterator {
     return next;
   }
 
-  std::vector<Node> inputs_;
+  std::unique_ptr<CycleInputs> inputs_;
   int64_t block_length_;
-  IteratorContext context_;
-  size_t next_input_ = 0;  // inputs_[next_input_] is the next to open
-  size_t open_ = 0;        // slots holding an input
+  bool no_more_inputs_ = false;
+  size_t open_ = 0;  // slots holding an input
   std::vector<std::unique_ptr<ElementIterator>> cycle_;  // null: empty slot
   size_t position_ = 0;
   int64_t taken_in_block_ = 0;
@@ -126,11 +215,13 @@ class InterleaveDataset : public DatasetNode {
 
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
-    const size_t cycle = cycle_length_ == 0
-                             ? inputs_.size()
-                             : static_cast<size_t>(cycle_length_);
-    return std::make_unique<InterleaveIterator>(inputs_, cycle, block_length_,
-                                                context);
+    // Slots beyond the number of inputs would only ever be passed over.
+    const size_t cycle =
+        cycle_length_ == 0
+            ? inputs_.size()
+            : std::min(static_cast<size_t>(cycle_length_), inputs_.size());
+    return std::make_unique<InterleaveIterator>(
+        std::make_unique<ListedInputs>(inputs_, context), cycle, block_length_);
   }
   std::optional<ElementSpec> spec() const override {
     std::optional<ElementSpec> spec = inputs_.front()->spec();
@@ -165,12 +256,53 @@ class InterleaveDataset : public DatasetNode {
   int64_t block_length_;
 };
 
+class MappedInterleaveDataset : public DatasetNode {
+ public:
+  MappedInterleaveDataset(Node upstream, FlatMapFunction fn,
+                          InterleaveOptions options)
+      : upstream_(std::move(upstream)),
+        fn_(std::make_shared<const FlatMapFunction>(std::move(fn))),
+        options_(std::move(options)) {}
+
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    absl::StatusOr<std::unique_ptr<ElementIterator>> upstream =
+        upstream_->MakeIterator(context);
+    if (!upstream.ok()) return upstream.status();
+    return std::make_unique<InterleaveIterator>(
+        std::make_unique<MappedInputs>(*std::move(upstream), fn_, Name(),
+                                       context),
+        static_cast<size_t>(options_.cycle_length), options_.block_length);
+  }
+  std::optional<ElementSpec> spec() const override {
+    return options_.output_spec;
+  }
+  bool deterministic() const override { return upstream_->deterministic(); }
+  std::string DebugString() const override {
+    return absl::StrCat(upstream_->DebugString(), ".", Name());
+  }
+
+ private:
+  std::string Name() const {
+    return absl::StrCat("Interleave(", options_.name, ")");
+  }
+  Node upstream_;
+  std::shared_ptr<const FlatMapFunction> fn_;
+  InterleaveOptions options_;
+};
+
 }  // namespace
 
 Node InterleaveNode(std::vector<Node> inputs, int64_t cycle_length,
                     int64_t block_length) {
   return std::make_shared<InterleaveDataset>(std::move(inputs), cycle_length,
                                              block_length);
+}
+
+Node MappedInterleaveNode(Node upstream, FlatMapFunction fn,
+                          InterleaveOptions options) {
+  return std::make_shared<MappedInterleaveDataset>(
+      std::move(upstream), std::move(fn), std::move(options));
 }
 
 }  // namespace cosession::detail

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "cosession/pipeline/dataset.h"
 
 namespace cosession::detail {
@@ -50,6 +52,12 @@ Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec);
 Node ZipNode(std::vector<Node> inputs);
 Node EnumerateNode(Node input, int64_t start);
 Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options);
+// The iterator of fn(element)'s dataset, for FlatMap and Interleave: a
+// failed dataset, or an exception from fn, is its status naming `stage`
+// and the element's origin.
+absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
+    const FlatMapFunction& fn, const Element& element, absl::string_view stage,
+    const IteratorContext& context);
 
 // pipeline/unbatch.cc
 Node UnbatchNode(Node input);
@@ -68,6 +76,8 @@ Node PrefetchNode(Node input, int64_t buffer_size);
 // pipeline/interleave.cc
 Node InterleaveNode(std::vector<Node> inputs, int64_t cycle_length,
                     int64_t block_length);
+Node MappedInterleaveNode(Node upstream, FlatMapFunction fn,
+                          InterleaveOptions options);
 
 }  // namespace cosession::detail
 
