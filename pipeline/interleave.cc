@@ -119,13 +119,9 @@ class InterleaveIterator : public ElementIterator {
         cycle_(cycle_length) {}
 
   std::optional<Result> TryNext() override {
-    while (!Ended()) {
+    while (VisitInput()) {
       std::unique_ptr<ElementIterator>& slot = cycle_[position_];
       if (slot == nullptr) {
-        if (no_more_inputs_) {
-          Advance();
-          continue;
-        }
         std::optional<Opened> opened = inputs_->TryOpen();
         if (!opened.has_value()) return std::nullopt;  // Next() opens it
         if (absl::Status s = Fill(*std::move(opened)); !s.ok()) {
@@ -141,13 +137,9 @@ class InterleaveIterator : public ElementIterator {
   }
 
   asio::awaitable<Result> Next() override {
-    while (!Ended()) {
+    while (VisitInput()) {
       std::unique_ptr<ElementIterator>& slot = cycle_[position_];
       if (slot == nullptr) {
-        if (no_more_inputs_) {
-          Advance();
-          continue;
-        }
         if (absl::Status s = Fill(co_await inputs_->Open()); !s.ok()) {
           co_return s;
         }
@@ -162,7 +154,16 @@ class InterleaveIterator : public ElementIterator {
   }
 
  private:
-  bool Ended() const { return no_more_inputs_ && open_ == 0; }
+  // Moves the visit past the empty slots that no input will fill; false
+  // when the stream ended. Else the visited slot holds an input, or is
+  // empty with a next input to open there.
+  bool VisitInput() {
+    while (!(no_more_inputs_ && open_ == 0)) {
+      if (cycle_[position_] != nullptr || !no_more_inputs_) return true;
+      Advance();
+    }
+    return false;
+  }
 
   void Advance() {
     taken_in_block_ = 0;
