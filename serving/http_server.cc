@@ -324,8 +324,9 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
     if (done.index() == 1) break;  // the client left; its handler was cancelled
     HttpReply reply = std::get<0>(std::move(done));
     const unsigned status = reply.status;
-    auto res = Response(status, req.version(), std::move(reply),
-                        req.keep_alive() && !stopping);
+    const bool keep_alive =
+        req.keep_alive() && !stopping && !reply.close_connection;
+    auto res = Response(status, req.version(), std::move(reply), keep_alive);
     // A client that does not read its answer loses the connection too.
     c->stream.expires_after(options.idle_timeout);
     auto [write_ec, w] = co_await http::async_write(

@@ -40,6 +40,21 @@ HttpReply JsonReply(unsigned status, std::string body) {
   return reply;
 }
 
+// What TensorFlow Serving answers a request that none of its handlers takes
+// (a path outside /v1/ other than the Prometheus page): its HTTP server's
+// libevent (2.1.12, evhttp_send_error) sends 404 with this HTML page and
+// closes the connection.
+HttpReply NoHandlerReply() {
+  HttpReply reply;
+  reply.status = 404;
+  reply.content_type = "text/html";
+  reply.body =
+      "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n"
+      "<H1>Not Found</H1>\n</BODY></HTML>\n";
+  reply.close_connection = true;
+  return reply;
+}
+
 HttpReply ErrorReply(const absl::Status& status) {
   return JsonReply(HttpStatusOf(status.code()),
                    RenderErrorBody(status.message()));
@@ -647,11 +662,7 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
 asio::awaitable<HttpReply> ModelServer::Route(std::string method,
                                               std::string path,
                                               std::string body) {
-  if (!absl::StartsWithIgnoreCase(path, "/v1/")) {
-    co_return JsonReply(
-        404, RenderErrorBody(absl::StrCat("Not found: ", path,
-                                          " (the REST API is under /v1/)")));
-  }
+  if (!absl::StartsWithIgnoreCase(path, "/v1/")) co_return NoHandlerReply();
   const absl::Status malformed = absl::InvalidArgumentError(
       absl::StrCat("Malformed request: ", method, " ", path));
   std::optional<RestPath> parts;

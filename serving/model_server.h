@@ -103,6 +103,9 @@ struct HttpReply {
   std::string body{};
   // Further header fields, written as given.
   std::vector<std::pair<std::string, std::string>> headers{};
+  // The connection is closed after this answer ("Connection: close"), even
+  // when the client asked to keep it alive.
+  bool close_connection = false;
 };
 
 // TensorFlow Serving's HTTP status for a status code (OK 200,
@@ -135,7 +138,9 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // TensorFlow Serving answers it: 200 with an empty body when `origin`
   // holds "http://" or "https://", else 400 "Origin header is missing in
   // CORS preflight"; the CORS headers come with it only under
-  // enable_cors_support.
+  // enable_cors_support. A path outside /v1/ (but the Prometheus page's)
+  // gets TensorFlow Serving's 404: libevent's HTML page, and the
+  // connection closed.
   boost::asio::awaitable<HttpReply> Handle(std::string method,
                                            std::string target, std::string body,
                                            std::string origin = {});

@@ -94,6 +94,34 @@ CO_TEST(HttpServer, KeepAliveServesSeveralRequestsOnOneConnection) {
   co_await server->Drained();
 }
 
+// A reply that asks for it closes its connection after it is written, even
+// when the client asked to keep it alive; other replies keep it.
+CO_TEST(HttpServer, AReplyThatClosesItsConnectionClosesIt) {
+  HttpHandler handler = [](HttpRequest r) -> asio::awaitable<HttpReply> {
+    HttpReply reply;
+    reply.body = r.target;
+    reply.close_connection = r.target == "/close";
+    co_return reply;
+  };
+  auto server = Listening({}, handler);
+  CO_ASSERT_TRUE(server != nullptr);
+  auto stream = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(stream.status());
+  auto kept = co_await HttpExchange(*stream, "GET", "/keep", "");
+  CO_ASSERT_OK(kept.status());
+  EXPECT_TRUE(kept->keep_alive);
+  const std::string request =
+      "GET /close HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n";
+  co_await asio::async_write(stream->socket(), asio::buffer(request),
+                             asio::use_awaitable);
+  const std::string answer = co_await ReadUntilClosed(*stream);
+  EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "Connection: close")) << answer;
+  EXPECT_TRUE(absl::EndsWith(answer, "/close")) << answer;
+  server->Stop();
+  co_await server->Drained();
+}
+
 CO_TEST(HttpServer, ABodyAboveTheLimitIs413) {
   HttpServerOptions o;
   o.max_body_bytes = 100;

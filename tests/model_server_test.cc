@@ -680,6 +680,33 @@ CO_TEST(ModelServer, CorsHeadersAndPreflightAsTensorFlowServing) {
   }
 }
 
+// A path outside /v1/ gets what TensorFlow Serving's HTTP server (libevent)
+// sends when no handler takes a request, whatever the method.
+CO_TEST(ModelServer, APathOutsideTheRestApiGetsLibeventsNotFoundPage) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  auto server = co_await Started(Options(dir));
+  CO_ASSERT_TRUE(server != nullptr);
+  for (const char* method : {"GET", "POST", "OPTIONS"}) {
+    for (const char* path : {"/", "/healthz", "/v1", "/v2/models/m"}) {
+      HttpReply reply = co_await server->Handle(method, path, "{}");
+      EXPECT_EQ(reply.status, 404u) << method << " " << path;
+      EXPECT_EQ(reply.content_type, "text/html") << method << " " << path;
+      EXPECT_EQ(reply.body,
+                "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n"
+                "<H1>Not Found</H1>\n</BODY></HTML>\n")
+          << method << " " << path;
+      EXPECT_TRUE(reply.close_connection) << method << " " << path;
+    }
+  }
+  // Under /v1/ (any case), errors stay TensorFlow Serving's JSON.
+  HttpReply api = co_await server->Handle("GET", "/V1/models/nope", "");
+  EXPECT_EQ(api.status, 404u);
+  EXPECT_EQ(api.content_type, "application/json");
+  EXPECT_FALSE(api.close_connection);
+  server->Stop();
+}
+
 CO_TEST(ModelServer, ThePrometheusPageIsWhereTheMonitoringConfigSays) {
   ScratchDir dir;
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));

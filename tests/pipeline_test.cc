@@ -759,8 +759,7 @@ CO_TEST(Pipeline, InterleaveFollowsTensorFlowsDocumentedOrder) {
 // tf.data's interleave(map_func): the documented example written as TF
 // writes it, range(1, 6).interleave(lambda x: from_tensors(x).repeat(6),
 // cycle_length=2, block_length=4); each element's dataset is made only
-// when it enters the cycle; fn's failures name the stage and the element,
-// and the stream goes on.
+// when it enters the cycle.
 CO_TEST(Pipeline, InterleaveOfAFunctionMakesEachDatasetAsItEntersTheCycle) {
   auto calls = std::make_shared<int>(0);
   Dataset interleaved = Dataset::Range(1, 6).Interleave(
@@ -782,46 +781,68 @@ CO_TEST(Pipeline, InterleaveOfAFunctionMakesEachDatasetAsItEntersTheCycle) {
   EXPECT_EQ(rest.elements, Scalars({2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4,
                                     4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5}));
   EXPECT_EQ(*calls, 5);
+}
 
-  // Awaited on both sides: file names read from a file, each file's lines
-  // read on the pool; cycle 2, block 1.
+// Files whose names are lines of a file: the names and each file's lines
+// are read on the pool, so both the upstream element and the inputs'
+// elements are awaited.
+struct NamedFiles {
   ScratchDir dir;
-  const std::string a = dir.path() + "/a.txt", b = dir.path() + "/b.txt",
-                    c = dir.path() + "/c.txt", list = dir.path() + "/list";
-  WriteFile(a, "a1\na2\n");
-  WriteFile(b, "b1\n");
-  WriteFile(c, "c1\nc2\n");
-  WriteFile(list, a + "\n" + b + "\n" + c + "\n");
-  Dataset lines = Dataset::TextLines({list}).Interleave(
-      [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
-      {.cycle_length = 2});
+  std::string a = dir.path() + "/a.txt", b = dir.path() + "/b.txt",
+              c = dir.path() + "/c.txt", list = dir.path() + "/list";
+  NamedFiles() {
+    WriteFile(a, "a1\na2\n");
+    WriteFile(b, "b1\n");
+    WriteFile(c, "c1\nc2\n");
+    WriteFile(list, a + "\n" + b + "\n" + c + "\n");
+  }
+};
+
+CO_TEST(Pipeline, InterleaveOfAFunctionAwaitsItsUpstreamAndItsInputs) {
+  NamedFiles files;
+  Dataset lines =
+      Dataset::TextLines({files.list})
+          .Interleave(
+              [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
+              {.cycle_length = 2});
   Drained d = co_await Drain(lines, Context());
   EXPECT_TRUE(d.end.ok()) << d.end;
   EXPECT_EQ(d.texts, (std::vector<std::string>{"a1", "b1", "a2", "c1", "c2"}));
+}
 
-  // A failed dataset is the stream's error, naming the stage and the
-  // element's origin; the slot then takes the next element.
-  Dataset failing = Dataset::TextLines({list}).Interleave(
-      [&b](const Element& e) {
-        if (e.text(0) == b) return Dataset::Failed(absl::NotFoundError("gone"));
-        return Dataset::TextLines({e.text(0)});
-      },
-      {.cycle_length = 2, .name = "files"});
-  it = failing.MakeIterator(Context());
+// fn's failed dataset is the stream's error, naming the stage and the
+// element's origin; the slot then takes the next element.
+CO_TEST(Pipeline, InterleaveOfAFunctionNamesAFailedInputAndGoesOn) {
+  NamedFiles files;
+  Dataset failing =
+      Dataset::TextLines({files.list})
+          .Interleave(
+              [&files](const Element& e) {
+                if (e.text(0) == files.b) {
+                  return Dataset::Failed(absl::NotFoundError("gone"));
+                }
+                return Dataset::TextLines({e.text(0)});
+              },
+              {.cycle_length = 2, .name = "files"});
+  auto it = failing.MakeIterator(Context());
   CO_ASSERT_TRUE(it.ok());
   Drained first = co_await DrainIterator(**it);
   EXPECT_EQ(first.texts, (std::vector<std::string>{"a1"}));
   EXPECT_TRUE(absl::IsNotFound(first.end)) << first.end;
   EXPECT_TRUE(absl::StrContains(first.end.message(), "Interleave(files)"))
       << first.end;
-  EXPECT_TRUE(absl::StrContains(first.end.message(), list + ":2")) << first.end;
+  EXPECT_TRUE(absl::StrContains(first.end.message(), files.list + ":2"))
+      << first.end;
   Drained after = co_await DrainIterator(**it);
   EXPECT_TRUE(after.end.ok()) << after.end;
   EXPECT_EQ(after.texts, (std::vector<std::string>{"c1", "a2", "c2"}));
+}
 
-  // Arguments as tf.data takes them.
+// The arguments tf.data takes: cycle_length >= 1 or AUTOTUNE (its
+// default), block_length >= 1.
+TEST(Pipeline, InterleaveOfAFunctionTakesTfDatasArguments) {
   auto same = [](const Element& e) { return Dataset::FromElements({e}); };
-  EXPECT_TRUE(Dataset::Range(3).Interleave(same).ok());  // kAutotune
+  EXPECT_TRUE(Dataset::Range(3).Interleave(same).ok());
   EXPECT_TRUE(absl::IsInvalidArgument(
       Dataset::Range(3).Interleave(same, {.cycle_length = 0}).status()));
   EXPECT_TRUE(absl::IsInvalidArgument(
