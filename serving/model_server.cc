@@ -638,9 +638,10 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
                    : std::string_view(options_.prometheus_path))) {
     co_return PrometheusText();
   }
-  const bool rest_api = absl::StartsWithIgnoreCase(path, "/v1/");
+  // TensorFlow Serving's REST handler takes only (?i)/v1/.*.
+  if (!absl::StartsWithIgnoreCase(path, "/v1/")) co_return NoHandlerReply();
   HttpReply reply;
-  if (rest_api && method == "OPTIONS") {
+  if (method == "OPTIONS") {
     // TensorFlow Serving's preflight: any origin that names a scheme gets
     // 200 with no body.
     if (!absl::StrContains(origin, "http://") &&
@@ -651,7 +652,7 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
   } else {
     reply = co_await Route(std::move(method), std::move(path), std::move(body));
   }
-  if (rest_api && options_.enable_cors_support) {
+  if (options_.enable_cors_support) {
     reply.headers.emplace_back("Access-Control-Allow-Origin", "*");
     reply.headers.emplace_back("Access-Control-Allow-Methods", "POST, GET");
     reply.headers.emplace_back("Access-Control-Allow-Headers", "Content-Type");
@@ -662,7 +663,6 @@ asio::awaitable<HttpReply> ModelServer::Handle(std::string method,
 asio::awaitable<HttpReply> ModelServer::Route(std::string method,
                                               std::string path,
                                               std::string body) {
-  if (!absl::StartsWithIgnoreCase(path, "/v1/")) co_return NoHandlerReply();
   const absl::Status malformed = absl::InvalidArgumentError(
       absl::StrCat("Malformed request: ", method, " ", path));
   std::optional<RestPath> parts;

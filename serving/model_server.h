@@ -206,7 +206,8 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // "" otherwise (so that unknown names cannot grow the metrics).
   std::string MetricsModel(const std::string& name) const;
 
-  // Handle's routing, after the CORS preflight and before its headers.
+  // Handle's routing of a path under /v1/, after the CORS preflight and
+  // before its headers.
   boost::asio::awaitable<HttpReply> Route(std::string method, std::string path,
                                           std::string body);
   HttpReply Status(const std::string& name, std::optional<int64_t> version);
