@@ -1,6 +1,7 @@
 #include "cosession/hooks/profiler_hook.h"
 
 #include <algorithm>
+#include <boost/asio/use_awaitable.hpp>
 #include <filesystem>
 #include <system_error>
 
@@ -10,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "cosession/graph/status.h"
 #include "cosession/io/atomic_file.h"
+#include "cosession/io/run_metadata_proto.h"
 
 namespace cosession {
 namespace {
@@ -58,6 +60,12 @@ absl::Status ProfilerHook::Begin(Graph& graph) {
                      "': ", ec.message()));
   }
   RemoveStaleTempFiles(options_.output_dir, kTimelinePrefix);
+  writer_ = options_.summary_writer;
+  if (writer_ == nullptr) {
+    auto writer = SummaryWriterCache::Get(options_.output_dir);
+    if (!writer.ok()) return writer.status();
+    writer_ = *std::move(writer);
+  }
   next_step_.reset();
   return absl::OkStatus();
 }
@@ -75,6 +83,9 @@ absl::Status ProfilerHook::WriteTrace(const SessionRunValues& values,
   timer_.UpdateLastTriggeredStep(global_step);
   COSESSION_RETURN_IF_ERROR(WriteChromeTrace(
       values.run_metadata, TimelinePath(global_step), options_.trace));
+  writer_->AddEvent(
+      Event{.what = TaggedRunMetadata{absl::StrCat("step_", global_step),
+                                      EncodeRunMetadata(values.run_metadata)}});
   if (options_.max_timelines > 0) RemoveOldTimelines();
   return absl::OkStatus();
 }
@@ -131,6 +142,11 @@ boost::asio::awaitable<absl::Status> ProfilerHook::AfterRun(
   }
   next_step_ = global_step + 1;
   co_return absl::OkStatus();
+}
+
+boost::asio::awaitable<absl::Status> ProfilerHook::End(Session&) {
+  if (writer_ == nullptr) co_return absl::OkStatus();
+  co_return co_await writer_->AsyncFlush(boost::asio::use_awaitable);
 }
 
 }  // namespace cosession

@@ -13,9 +13,15 @@
 //     restarts the timer there (save_steps = 2, one increment per step:
 //     timeline-2.json, timeline-4.json, ...; save_secs = 2: the first step
 //     at least 2 s after the first one, then 2 s after each trace);
-//   * End does nothing.
-// Not kept: TensorFlow also adds the run metadata to the summary writer
-// (TensorBoard's graph view); our event files carry no RunMetadata.
+//   * each trace is also added to output_dir's event file as
+//     tagged_run_metadata tagged "step_<global step>" (TensorFlow's
+//     FileWriter.add_run_metadata, no step on the event, as TensorFlow
+//     writes it: io/run_metadata_proto.h), which TensorBoard's graph
+//     dashboard lists as a session run. The writer is
+//     SummaryWriterCache::Get(output_dir) unless summary_writer is given, so
+//     it is the file the other hooks writing there share, created by Begin.
+// End flushes that writer (TensorFlow's does not; ours must hold the last
+// trace when the session closes).
 //
 // The trace file is written atomically (temporary file, fsync, rename) in
 // AfterRun, on the step's thread, as TensorFlow does -- one file per
@@ -30,7 +36,9 @@
 // Errors: Create returns InvalidArgument naming the bad option (no period or
 // both, empty output_dir, a negative max_timelines). Begin fails without a
 // global step, or when output_dir cannot be created. A trace that cannot be
-// written fails that step's AfterRun with the I/O error naming the file. Thread
+// written fails that step's AfterRun with the I/O error naming the file; an
+// event file that cannot be created fails Begin, one that cannot be written
+// fails End with the writer's first error (io/summary_writer.h). Thread
 // safety: as any hook.
 #ifndef COSESSION_HOOKS_PROFILER_HOOK_H_
 #define COSESSION_HOOKS_PROFILER_HOOK_H_
@@ -47,6 +55,7 @@
 #include "cosession/hooks/global_step.h"
 #include "cosession/hooks/second_or_step_timer.h"
 #include "cosession/io/chrome_trace.h"
+#include "cosession/io/summary_writer.h"
 
 namespace cosession {
 
@@ -59,6 +68,9 @@ struct ProfilerHookOptions {
   // (earlier runs' included); 0 = keep all, as TensorFlow.
   int max_timelines = 0;
   Clock* clock = nullptr;  // null = SystemClock()
+  // Where the traces' tagged_run_metadata events go; null =
+  // SummaryWriterCache::Get(output_dir).
+  std::shared_ptr<SummaryWriter> summary_writer{};
 };
 
 class ProfilerHook : public SyncSessionRunHook {
@@ -74,6 +86,8 @@ class ProfilerHook : public SyncSessionRunHook {
   // On the first step and on traced steps: reads the global step after them.
   boost::asio::awaitable<absl::Status> AfterRun(
       SessionRunContext& context, const SessionRunValues& values) override;
+  // Flushes the event file.
+  boost::asio::awaitable<absl::Status> End(Session& session) override;
   bool MaySuspend() const override { return true; }
   bool MaySuspendInNextStep() const override {
     return !next_step_.has_value() || WantsTrace();
@@ -95,6 +109,7 @@ class ProfilerHook : public SyncSessionRunHook {
 
   ProfilerHookOptions options_;
   SecondOrStepTimer timer_;
+  std::shared_ptr<SummaryWriter> writer_;  // set by Begin
   GlobalStep step_;
   std::optional<int64_t> next_step_;
   bool request_trace_ = false;

@@ -88,6 +88,11 @@ std::string EncodeEvent(const Event& event) {
   } else if (const auto* meta =
                  std::get_if<SerializedMetaGraphDef>(&event.what)) {
     PutBytes(out, 9, meta->bytes);
+  } else if (const auto* run = std::get_if<TaggedRunMetadata>(&event.what)) {
+    std::string tagged;
+    PutBytes(tagged, 1, run->tag);
+    PutBytes(tagged, 2, run->run_metadata);
+    PutBytes(out, 8, tagged);
   }
   return out;
 }

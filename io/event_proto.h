@@ -1,12 +1,14 @@
 // TensorFlow's Event protobuf (tensorflow/core/util/event.proto and
 // tensorflow/core/framework/summary.proto), the part TensorBoard needs for
-// scalars, histograms and session logs, encoded by hand in the protobuf wire
-// format -- no protobuf dependency. Field numbers, as in TensorFlow:
+// scalars, histograms, session logs and traced runs, encoded by hand in the
+// protobuf wire format -- no protobuf dependency. Field numbers, as in
+// TensorFlow:
 //
 //   Event          { double wall_time = 1; int64 step = 2;
 //                    oneof what { string file_version = 3;
 //                                 bytes graph_def = 4; Summary summary = 5;
 //                                 SessionLog session_log = 7;
+//                                 TaggedRunMetadata tagged_run_metadata = 8;
 //                                 bytes meta_graph_def = 9; } }
 //   Summary        { repeated Value value = 1; }
 //   Summary.Value  { string tag = 1;
@@ -18,6 +20,8 @@
 //                    repeated double bucket = 7 [packed]; }
 //   SessionLog     { SessionStatus status = 1; string checkpoint_path = 2;
 //                    string msg = 3; }   START = 1, STOP = 2, CHECKPOINT = 3
+//   TaggedRunMetadata { string tag = 1; bytes run_metadata = 2; }
+//                    (a serialized RunMetadata: io/run_metadata_proto.h)
 //
 // (session_log is field 7: field 6 is the deprecated LogMessage.)
 //
@@ -85,11 +89,18 @@ struct SerializedMetaGraphDef {
   std::string bytes{};
 };
 
+// A traced step's RunMetadata under a tag ("step_<global step>" from
+// ProfilerHook), as TensorFlow's FileWriter.add_run_metadata writes it.
+struct TaggedRunMetadata {
+  std::string tag{};
+  std::string run_metadata{};  // serialized (io/run_metadata_proto.h)
+};
+
 struct Event {
   double wall_time = 0;
   int64_t step = 0;
   std::variant<std::monostate, FileVersion, Summary, SessionLog,
-               SerializedGraphDef, SerializedMetaGraphDef>
+               SerializedGraphDef, SerializedMetaGraphDef, TaggedRunMetadata>
       what{};
 };
 

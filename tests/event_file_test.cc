@@ -176,6 +176,21 @@ TEST(EventFile, SessionLogStartRoundTrips) {
   EXPECT_EQ(events[2].checkpoint_path, "/ckpt/model-50");
 }
 
+TEST(EventFile, TaggedRunMetadataRoundTripsWithoutAStep) {
+  const std::string dir = FreshTempDir("run_metadata");
+  auto writer = NewWriter(dir);
+  ASSERT_NE(writer, nullptr);
+  const std::string run_metadata("\x0a\x00", 2);  // bytes, a NUL included
+  writer->AddEvent(Event{.what = TaggedRunMetadata{"step_7", run_metadata}});
+  ASSERT_TRUE(writer->Close().ok());
+  auto events = ReadEventsForTest(writer->path());
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[1].run_metadata_tag, "step_7");
+  EXPECT_EQ(events[1].run_metadata, run_metadata);
+  EXPECT_EQ(events[1].step, 0);
+  EXPECT_GT(events[1].wall_time, 0);
+}
+
 TEST(EventFile, NothingReachesTheFileBeforeAFlushWithinFlushEvery) {
   const std::string dir = FreshTempDir("buffered");
   auto writer = NewWriter(dir, {.flush_every = absl::Hours(1)});

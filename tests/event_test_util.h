@@ -177,8 +177,10 @@ struct DecodedEvent {
   bool has_summary = false;
   std::optional<int> session_log_status;
   std::string checkpoint_path;
-  std::optional<std::string> graph_def;       // serialized GraphDef
-  std::optional<std::string> meta_graph_def;  // serialized MetaGraphDef
+  std::optional<std::string> graph_def;         // serialized GraphDef
+  std::optional<std::string> meta_graph_def;    // serialized MetaGraphDef
+  std::optional<std::string> run_metadata_tag;  // tagged_run_metadata.tag
+  std::string run_metadata;  // tagged_run_metadata.run_metadata (serialized)
 };
 
 inline std::vector<double> PackedDoubles(const std::string& bytes) {
@@ -255,6 +257,13 @@ inline DecodedEvent DecodeEventForTest(const std::string& record) {
             }
           }
           event.summary.push_back(std::move(value));
+        }
+        break;
+      case 8:
+        event.run_metadata_tag = "";
+        for (const WireField& rf : ParseWire(f.bytes)) {
+          if (rf.number == 1) event.run_metadata_tag = rf.bytes;
+          if (rf.number == 2) event.run_metadata = rf.bytes;
         }
         break;
       case 7:

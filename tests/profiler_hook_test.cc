@@ -1,6 +1,6 @@
 // ProfilerHook: TensorFlow's ProfilerHookTest cases (nothing on the first
-// step, save_steps and save_secs periods with a ManualClock) and the trace
-// file's contents.
+// step, save_steps and save_secs periods with a ManualClock), the trace
+// file's contents, and the traces' tagged_run_metadata in the event file.
 #include "cosession/hooks/profiler_hook.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +25,8 @@ using testing::TrainGraph;
 std::vector<std::string> Timelines(const std::string& dir) {
   std::vector<std::string> names;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
+    std::string name = entry.path().filename().string();
+    if (name.starts_with("timeline-")) names.push_back(std::move(name));
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -177,6 +178,42 @@ CO_TEST(ProfilerHook, TheTimelineIsAChromeTraceOfTheTracedStepsOps) {
   }
   EXPECT_TRUE(saw_train) << trace.dump();
   CO_ASSERT_OK(co_await p.Close());
+}
+
+// As TensorFlow's ProfilerHook adds each trace to the summary writer of
+// output_dir: tagged "step_<global step>", with no step of its own, holding
+// the traced ops.
+CO_TEST(ProfilerHook, EachTraceIsTaggedRunMetadataInTheEventFile) {
+  Profiled p;
+  ProfilerHookOptions options{.save_steps = 2};
+  CO_ASSERT_OK(co_await p.Start(options));
+  for (int i = 0; i < 5; ++i) CO_ASSERT_OK(co_await p.Step());
+  CO_ASSERT_OK(co_await p.Close());  // End flushes the event file
+
+  const std::vector<std::string> files = testing::EventFiles(p.dir);
+  CO_ASSERT_TRUE(files.size() == 1u);
+  std::vector<std::string> tags;
+  for (const auto& event : testing::ReadEventsForTest(files[0])) {
+    if (!event.run_metadata_tag.has_value()) continue;
+    tags.push_back(*event.run_metadata_tag);
+    EXPECT_EQ(event.step, 0);
+    // RunMetadata.step_stats(1).dev_stats(1).node_stats(2).node_name(1)
+    std::vector<std::string> node_names;
+    for (const auto& step_stats : testing::ParseWire(event.run_metadata)) {
+      for (const auto& device : testing::ParseWire(step_stats.bytes)) {
+        for (const auto& field : testing::ParseWire(device.bytes)) {
+          if (field.number != 2) continue;
+          for (const auto& node : testing::ParseWire(field.bytes)) {
+            if (node.number == 1) node_names.push_back(node.bytes);
+          }
+        }
+      }
+    }
+    EXPECT_NE(std::find(node_names.begin(), node_names.end(), "train"),
+              node_names.end())
+        << *event.run_metadata_tag;
+  }
+  EXPECT_EQ(tags, (std::vector<std::string>{"step_2", "step_4"}));
 }
 
 CO_TEST(ProfilerHook, BeginWithoutAGlobalStepFailsCreate) {
