@@ -368,13 +368,14 @@ class FlatMapDataset : public DatasetNode {
 
 absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
     const FlatMapFunction& fn, const Element& element, absl::string_view stage,
-    const IteratorContext& context) {
+    const IteratorContext& context, int64_t read_ahead) {
   Dataset made;
   try {
     made = fn(element);
   } catch (...) {
     return StatusFromException(std::current_exception(), stage);
   }
+  if (read_ahead > 0) made = made.Prefetch(read_ahead);
   absl::StatusOr<std::unique_ptr<ElementIterator>> it =
       made.MakeIterator(context);
   if (!it.ok()) {

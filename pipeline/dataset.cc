@@ -398,6 +398,18 @@ Dataset Dataset::Interleave(FlatMapFunction fn,
                      "block_length >= 1, got ",
                      options.cycle_length, " and ", options.block_length)));
   }
+  if (options.num_parallel_calls == kAutotune) {
+    options.num_parallel_calls = options.cycle_length;
+  }
+  if (options.num_parallel_calls < 1 ||
+      options.num_parallel_calls > options.cycle_length) {
+    return Failed(ArgumentError(
+        *this, "Interleave",
+        absl::StrCat("num_parallel_calls must be >= 1 or kAutotune and at "
+                     "most cycle_length (",
+                     options.cycle_length, "), got ",
+                     options.num_parallel_calls)));
+  }
   return FromNode(
       detail::MappedInterleaveNode(node_, std::move(fn), std::move(options)));
 }

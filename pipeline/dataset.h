@@ -171,6 +171,12 @@ struct InterleaveOptions {
   int64_t cycle_length = kAutotune;
   // Elements taken from an input before the visit moves to the next.
   int64_t block_length = 1;
+  // tf.data's num_parallel_calls: 1 reads the inputs in turn, in the
+  // iterator's coroutine; more, or kAutotune (= cycle_length), reads each
+  // open input ahead at the same time, as a Prefetch of 2 x block_length
+  // elements run by the IteratorContext's coordinator (required then),
+  // in the same order. At most cycle_length, as in tf.data.
+  int64_t num_parallel_calls = 1;
   // What the datasets fn makes yield; unset = unknown (as Map's).
   std::optional<ElementSpec> output_spec{};
   // For messages: "Interleave(<name>)".
@@ -276,8 +282,8 @@ class Dataset {
   //       [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
   //       {.cycle_length = 4, .block_length = 16});
   // fn runs in the iterator's coroutine, as FlatMap's, with FlatMap's
-  // errors (naming "Interleave(<name>)"). The inputs are read in turn; end
-  // fn's datasets with a Prefetch to read them ahead in parallel.
+  // errors (naming "Interleave(<name>)"). The inputs are read in turn, or
+  // ahead in parallel with num_parallel_calls > 1 (same order).
   Dataset Interleave(FlatMapFunction fn, InterleaveOptions options = {}) const;
   // The elements for which pred is true, in order.
   Dataset Filter(Predicate pred) const;

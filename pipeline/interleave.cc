@@ -24,8 +24,15 @@
 // deterministic when they are (for the function form: when the upstream
 // dataset is and fn is a function of its element). Inputs are read in
 // turn, in the iterator's coroutine: a waiting input (a quiet socket) holds
-// the cycle up. To read the inputs ahead in parallel, end each with a
-// Prefetch (fn returning TextLines({file}).Prefetch(2)).
+// the cycle up -- unless the function form's num_parallel_calls is above
+// 1: then each input, once open, is read ahead by a Prefetch of
+// 2 x block_length elements (tf.data's default buffer per input of its
+// parallel interleave), a task of the IteratorContext's coordinator, so
+// that the open inputs wait and work at the same time; the order stays
+// the one above (tf.data's deterministic parallel interleave). An input is
+// still opened only when the visit reaches its slot, so at most
+// cycle_length are read ahead; the pool bounds the work done at once. To read
+// the list form's inputs ahead, end each with a Prefetch.
 //
 // Thread safety: an iterator is used by one consumer at a time.
 #include <algorithm>
@@ -80,13 +87,16 @@ class ListedInputs : public CycleInputs {
 // The function form: fn(element)'s iterator for each upstream element.
 class MappedInputs : public CycleInputs {
  public:
+  // read_ahead > 0: each input is read ahead through a Prefetch of that
+  // many elements.
   MappedInputs(std::unique_ptr<ElementIterator> upstream,
                std::shared_ptr<const FlatMapFunction> fn, std::string name,
-               IteratorContext context)
+               IteratorContext context, int64_t read_ahead)
       : upstream_(std::move(upstream)),
         fn_(std::move(fn)),
         name_(std::move(name)),
-        context_(std::move(context)) {}
+        context_(std::move(context)),
+        read_ahead_(read_ahead) {}
 
   std::optional<Opened> TryOpen() override {
     std::optional<Result> element = upstream_->TryNext();
@@ -101,13 +111,14 @@ class MappedInputs : public CycleInputs {
   Opened OpenFor(Result element) {
     if (!element.ok()) return element.status();
     if (!element->has_value()) return nullptr;
-    return OpenDatasetOf(*fn_, **element, name_, context_);
+    return OpenDatasetOf(*fn_, **element, name_, context_, read_ahead_);
   }
 
   std::unique_ptr<ElementIterator> upstream_;
   std::shared_ptr<const FlatMapFunction> fn_;
   std::string name_;
   IteratorContext context_;
+  int64_t read_ahead_;
 };
 
 class InterleaveIterator : public ElementIterator {
@@ -267,12 +278,20 @@ class MappedInterleaveDataset : public DatasetNode {
 
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
+    const bool parallel = options_.num_parallel_calls > 1;
+    if (parallel && context.coordinator == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          Name(),
+          ": num_parallel_calls > 1 reads the inputs ahead as tasks of a "
+          "Coordinator (IteratorContext::coordinator), and there is none"));
+    }
     absl::StatusOr<std::unique_ptr<ElementIterator>> upstream =
         upstream_->MakeIterator(context);
     if (!upstream.ok()) return upstream.status();
     return std::make_unique<InterleaveIterator>(
-        std::make_unique<MappedInputs>(*std::move(upstream), fn_, Name(),
-                                       context),
+        std::make_unique<MappedInputs>(
+            *std::move(upstream), fn_, Name(), context,
+            parallel ? 2 * options_.block_length : 0),
         static_cast<size_t>(options_.cycle_length), options_.block_length);
   }
   std::optional<ElementSpec> spec() const override {

@@ -851,6 +851,102 @@ TEST(Pipeline, InterleaveOfAFunctionTakesTfDatasArguments) {
       Dataset::Range(3).Interleave(FlatMapFunction()).status()));
 }
 
+// With num_parallel_calls, the order is the sequential one: tf.data's
+// documented example again, its inputs read ahead by a coordinator's tasks.
+CO_TEST(Pipeline, InterleaveOfAFunctionInParallelKeepsTheOrder) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset interleaved = Dataset::Range(1, 6).Interleave(
+      [](const Element& e) {
+        const int64_t x = Int(e.tensor(0));
+        return Dataset::Range(x, x + 1).Repeat(6);
+      },
+      {.cycle_length = 2, .block_length = 4, .num_parallel_calls = 2});
+  Drained d = co_await Drain(interleaved, Context(&coordinator));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.elements, Scalars({1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3,
+                                 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+// While the visit waits on one input, the other open input is read ahead:
+// input 0 holds its second element until the test opens a gate, and the
+// test waits (bounded by CO_TEST's limit) for input 1's later elements to
+// be pulled first. Read in turn, they would be pulled only after the gate.
+CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  using Signals =
+      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
+  auto gate = std::make_shared<Signals>(loop, 1);
+  auto pulled = std::make_shared<Signals>(loop, 16);
+  auto held_pulls = std::make_shared<std::atomic<int64_t>>(0);
+  FlatMapFunction fn = [gate, pulled, held_pulls](const Element& e) {
+    if (Int(e.tensor(0)) == 0) {
+      // 0, then 1 once the gate opens, then the end.
+      return FromGenerator(
+          [gate, held_pulls]() -> asio::awaitable<std::optional<Element>> {
+            const int64_t n = (*held_pulls)++;
+            if (n == 2) co_return std::nullopt;
+            if (n == 1) co_await gate->async_receive(asio::use_awaitable);
+            std::vector<Tensor> t{Tensor::Scalar<int64_t>(n)};
+            co_return MakeElement(std::move(t));
+          });
+    }
+    auto count = std::make_shared<std::atomic<int64_t>>(0);
+    return Dataset::Range(10, 13).Map(
+        [pulled, count](Element x) -> absl::StatusOr<Element> {
+          pulled->try_send(error_code(), ++*count);
+          return x;
+        },
+        {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+  };
+  auto it = Dataset::Range(2)
+                .Interleave(fn, {.cycle_length = 2, .num_parallel_calls = 2})
+                .MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  Drained head = co_await DrainIterator(**it, 2);
+  EXPECT_EQ(head.elements, Scalars({0, 10}));
+  // Input 1's three elements are pulled while input 0 waits at its gate.
+  int64_t seen = 0;
+  while (seen < 3) {
+    seen = co_await pulled->async_receive(asio::use_awaitable);
+  }
+  gate->try_send(error_code(), 0);
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
+  EXPECT_EQ(rest.elements, Scalars({1, 11, 12}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+// num_parallel_calls as tf.data takes it: >= 1 or AUTOTUNE (then
+// cycle_length), at most cycle_length; above 1 it needs a coordinator.
+CO_TEST(Pipeline, InterleaveOfAFunctionInParallelTakesTfDatasArguments) {
+  auto same = [](const Element& e) { return Dataset::FromElements({e}); };
+  EXPECT_TRUE(Dataset::Range(3)
+                  .Interleave(same, {.cycle_length = 2,
+                                     .num_parallel_calls = kAutotune})
+                  .ok());
+  Dataset too_many = Dataset::Range(3).Interleave(
+      same, {.cycle_length = 2, .num_parallel_calls = 3});
+  EXPECT_TRUE(absl::IsInvalidArgument(too_many.status()));
+  EXPECT_TRUE(
+      absl::StrContains(too_many.status().message(), "num_parallel_calls"))
+      << too_many.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Dataset::Range(3).Interleave(same, {.num_parallel_calls = 0}).status()));
+  Dataset parallel = Dataset::Range(3).Interleave(
+      same, {.cycle_length = 2, .num_parallel_calls = 2, .name = "files"});
+  Drained without_coordinator = co_await Drain(parallel, Context());
+  EXPECT_TRUE(absl::IsFailedPrecondition(without_coordinator.end))
+      << without_coordinator.end;
+  EXPECT_TRUE(
+      absl::StrContains(without_coordinator.end.message(), "Interleave(files)"))
+      << without_coordinator.end;
+}
+
 // ---------------------------------------------------------- file sources
 
 CO_TEST(Pipeline, TextLinesReadsPlainAndGzipInChunks) {

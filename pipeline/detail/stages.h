@@ -54,10 +54,11 @@ Node EnumerateNode(Node input, int64_t start);
 Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options);
 // The iterator of fn(element)'s dataset, for FlatMap and Interleave: a
 // failed dataset, or an exception from fn, is its status naming `stage`
-// and the element's origin.
+// and the element's origin. With read_ahead > 0 the dataset is read ahead
+// through a Prefetch of that many elements (a parallel Interleave's input).
 absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
     const FlatMapFunction& fn, const Element& element, absl::string_view stage,
-    const IteratorContext& context);
+    const IteratorContext& context, int64_t read_ahead = 0);
 
 // pipeline/unbatch.cc
 Node UnbatchNode(Node input);
