@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <thread>
 #include <utility>
 
@@ -14,6 +15,11 @@ namespace {
 
 // Salt that keeps SeededRowSplit's stream apart from the shuffles'.
 constexpr uint64_t kSplitSalt = 0x5b17'0000'0000'0001ULL;
+
+// The CPUs of the machine, at least `floor` (kAutotune's fixed choice).
+int64_t CpusAtLeast(int64_t floor) {
+  return std::max<int64_t>(floor, std::thread::hardware_concurrency());
+}
 
 absl::Status ArgumentError(const Dataset& input, absl::string_view stage,
                            absl::string_view problem) {
@@ -109,6 +115,28 @@ Dataset Dataset::FromTensorSlices(std::vector<Tensor> tensors) {
   return FromNode(detail::FromTensorSlicesNode(std::move(tensors)));
 }
 
+Dataset Dataset::ListFiles(std::vector<std::string> patterns,
+                           ListFilesOptions options) {
+  if (patterns.empty()) {
+    return Failed(absl::InvalidArgumentError("ListFiles: no patterns"));
+  }
+  for (const std::string& pattern : patterns) {
+    if (pattern.empty()) {
+      return Failed(absl::InvalidArgumentError(
+          "ListFiles: patterns holds an empty pattern"));
+    }
+  }
+  if (!options.shuffle) {
+    return FromNode(detail::ListFilesNode(std::move(patterns), std::nullopt,
+                                          /*seeded=*/true));
+  }
+  const bool seeded = options.seed.has_value();
+  const uint64_t seed = seeded ? *options.seed
+                               : (uint64_t{std::random_device{}()} << 32) ^
+                                     std::random_device{}();
+  return FromNode(detail::ListFilesNode(std::move(patterns), seed, seeded));
+}
+
 Dataset Dataset::Range(int64_t start, int64_t stop, int64_t step) {
   if (step == 0) {
     return Failed(absl::InvalidArgumentError("Range: step must not be 0"));
@@ -135,17 +163,42 @@ Dataset Dataset::TextLines(std::vector<std::string> files,
         options.chunk_bytes, ", ", options.max_line_bytes, ", ",
         options.skip_lines)));
   }
-  return FromNode(detail::TextLinesNode(std::move(files), options));
+  if (options.num_parallel_reads == kAutotune) {
+    options.num_parallel_reads = CpusAtLeast(1);
+  }
+  if (options.num_parallel_reads < 1) {
+    return Failed(absl::InvalidArgumentError(
+        absl::StrCat("TextLines: num_parallel_reads must be >= 1 or "
+                     "kAutotune, got ",
+                     options.num_parallel_reads)));
+  }
+  const int64_t parallel_reads = std::min<int64_t>(
+      options.num_parallel_reads, static_cast<int64_t>(files.size()));
+  if (parallel_reads == 1) {
+    return FromNode(detail::TextLinesNode(std::move(files), options));
+  }
+  // tf.data's TextLineDataset(num_parallel_reads=N): its files interleaved
+  // a line at a time, N of them read ahead at once.
+  std::vector<Element> names;
+  names.reserve(files.size());
+  for (std::string& file : files) {
+    Element name;
+    name.components.emplace_back(std::move(file));
+    names.push_back(std::move(name));
+  }
+  TextLinesOptions one_file = options;
+  one_file.num_parallel_reads = 1;
+  return FromElements(std::move(names))
+      .Interleave(
+          [one_file](const Element& name) {
+            return TextLines({name.text(0)}, one_file);
+          },
+          {.cycle_length = parallel_reads,
+           .block_length = 1,
+           .num_parallel_calls = parallel_reads,
+           .output_spec = ElementSpec{ComponentSpec::String()},
+           .name = "TextLines"});
 }
-
-namespace {
-
-// The CPUs of the machine, at least `floor` (kAutotune's fixed choice).
-int64_t CpusAtLeast(int64_t floor) {
-  return std::max<int64_t>(floor, std::thread::hardware_concurrency());
-}
-
-}  // namespace
 
 Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
                             int64_t block_length) {
@@ -450,6 +503,16 @@ Dataset Dataset::Unbatch() const {
     }
   }
   return FromNode(detail::UnbatchNode(node_));
+}
+
+Dataset Dataset::Cache(CacheOptions options) const {
+  if (!ok()) return *this;
+  if (options.max_bytes < 1) {
+    return Failed(ArgumentError(
+        *this, "Cache",
+        absl::StrCat("max_bytes must be >= 1, got ", options.max_bytes)));
+  }
+  return FromNode(detail::CacheNode(node_, std::move(options)));
 }
 
 Dataset Dataset::Prefetch(int64_t buffer_size) const {

@@ -14,7 +14,8 @@
 // with an element, the end of the sequence, or an error; awaiting never
 // blocks a thread (file sources read in chunks on the pool, see
 // TextLines). The stages (TensorFlow's names and semantics):
-//   sources      FromElements, FromTensorSlices, Range, TextLines (here);
+//   sources      FromElements, FromTensorSlices, Range, ListFiles,
+//                TextLines (here);
 //                ReadLines / ReadRecords over any Asio AsyncReadStream, and
 //                TcpLines (pipeline/stream_source.h); FromGenerator and
 //                FromChannel (pipeline/generator_source.h); CsvRows, CSV
@@ -22,8 +23,9 @@
 //   transforms   Map (a function or a coroutine, in parallel on the pool,
 //                in input order when deterministic), FlatMap, Filter,
 //                Shuffle(buffer, seed), Batch, PaddedBatch, Unbatch,
-//                Repeat, Take, Skip, Shard, Enumerate, Prefetch(n) (a
-//                bounded buffer filled ahead by a coordinated task).
+//                Repeat, Take, Skip, Shard, Enumerate, Cache (in memory),
+//                Prefetch(n) (a bounded buffer filled ahead by a
+//                coordinated task).
 //   combinators  Interleave (of datasets, or of fn's datasets for each
 //                element), Zip, Concatenate.
 // Each stage's header comment in its .cc file states its semantics; the
@@ -175,7 +177,9 @@ struct InterleaveOptions {
   // iterator's coroutine; more, or kAutotune (= cycle_length), reads each
   // open input ahead at the same time, as a Prefetch of 2 x block_length
   // elements run by the IteratorContext's coordinator (required then),
-  // in the same order. At most cycle_length, as in tf.data.
+  // in the same order; an input's error then comes after the elements
+  // before it and, as any Prefetch's, also requests stop on the
+  // coordinator. At most cycle_length, as in tf.data.
   int64_t num_parallel_calls = 1;
   // What the datasets fn makes yield; unset = unknown (as Map's).
   std::optional<ElementSpec> output_spec{};
@@ -207,6 +211,30 @@ struct TextLinesOptions {
   int64_t max_line_bytes = 1 << 20;
   // Leading lines of each file to skip (a header).
   int64_t skip_lines = 0;
+  // tf.data's num_parallel_reads: 1 reads the files one after another;
+  // N > 1 (or kAutotune: one per CPU) interleaves them a line at a time,
+  // N files open and read ahead at once (Interleave(fn) with cycle_length
+  // and num_parallel_calls N, its order and its errors; the
+  // IteratorContext needs a coordinator then).
+  int64_t num_parallel_reads = 1;
+};
+
+struct CacheOptions {
+  // The most bytes (tensor and string bytes of the elements) an iterator
+  // keeps while it fills the cache; past it, ResourceExhausted.
+  int64_t max_bytes = int64_t{1} << 30;
+  // For messages: "Cache(<name>)".
+  std::string name{};
+};
+
+struct ListFilesOptions {
+  // tf.data's default: the names in a random order, another each pass of a
+  // Repeat; false: sorted by name.
+  bool shuffle = true;
+  // The shuffle's seed: the same order in every run. Unset (tf.data's
+  // default): a seed drawn once per dataset, so the dataset is not
+  // deterministic() and cannot resume exactly.
+  std::optional<uint64_t> seed{};
 };
 
 struct PaddedBatchOptions {
@@ -240,9 +268,21 @@ class Dataset {
   // file. Lines end at '\n'; a '\r' before it is dropped; a last line
   // without '\n' counts; empty lines are elements too. Origins are
   // "<file>:<line>". Errors: NotFound/PermissionDenied naming the file,
-  // DataLoss for corrupt gzip, InvalidArgument for an overlong line.
+  // DataLoss for corrupt gzip, InvalidArgument for an overlong line. With
+  // num_parallel_reads N > 1, the files are interleaved a line at a time,
+  // N read ahead at once (TextLinesOptions).
   static Dataset TextLines(std::vector<std::string> files,
                            TextLinesOptions options = {});
+  // tf.data's list_files: one string element per path matching any of the
+  // glob patterns ("data/part-*.csv.gz"), listed on the pool when an
+  // iterator first needs them, sorted, then shuffled unless told not to
+  // (ListFilesOptions). No match at all is InvalidArgument naming the
+  // patterns. The usual start of a chain that reads many files:
+  //   Dataset::ListFiles({"logs/*.gz"}, {.seed = 7}).Interleave(
+  //       [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
+  //       {.cycle_length = 4, .num_parallel_calls = 4});
+  static Dataset ListFiles(std::vector<std::string> patterns,
+                           ListFilesOptions options = {});
   // Round-robin over `inputs`: block_length elements from each of
   // cycle_length open inputs in turn (0 = all of them, kAutotune = one per
   // CPU); an input that ends
@@ -332,6 +372,12 @@ class Dataset {
   // source (a socket is then not read).
   // buffer_size kAutotune: kAutotunePrefetchBuffer elements.
   Dataset Prefetch(int64_t buffer_size) const;
+  // tf.data's cache(), in memory: the first iterator that reads this
+  // dataset to its end keeps its elements; later iterators (the next pass
+  // of a Repeat) replay them without reading the input. A partial pass is
+  // not kept. Bounded by options.max_bytes (ResourceExhausted past it).
+  // Shuffle after it for another order each pass.
+  Dataset Cache(CacheOptions options = {}) const;
 
   // OK, or the first bad argument of the chain.
   const absl::Status& status() const { return status_; }

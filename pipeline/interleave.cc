@@ -14,7 +14,9 @@
 // awaited and fn called) only when they enter the cycle, so that a
 // thousand files hold at most cycle_length open.
 //
-// Errors: an input's error is returned and the visit stays on that input;
+// Errors: an input's error is returned and the visit stays on that input
+// (read ahead, the error comes after the elements before it and requests
+// stop on the coordinator, as a Prefetch's does);
 // an error of the upstream dataset is returned and the next visit of the
 // empty slot asks it again; fn's failed dataset or exception is returned
 // naming "Interleave(<name>)" and the element's origin, and the slot takes

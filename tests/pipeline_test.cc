@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/bind_cancellation_slot.hpp>
@@ -17,6 +18,7 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cosession/async/coordinator.h"
 #include "cosession/async/session.h"
 #include "cosession/pipeline/csv_rows.h"
@@ -63,6 +66,7 @@ struct Drained {
   std::vector<std::vector<int64_t>> elements;
   std::vector<std::string> texts;
   absl::Status end;
+  std::vector<std::string> origins;  // each element's, as ToString()
 };
 
 std::vector<int64_t> Values(const Component& c) {
@@ -90,6 +94,7 @@ asio::awaitable<Drained> DrainIterator(ElementIterator& it,
     }
     if (!next->has_value()) co_return out;
     const Element& e = **next;
+    out.origins.push_back(e.origin.ToString());
     std::vector<int64_t> values;
     for (const Component& c : e.components) {
       if (const std::string* s = std::get_if<std::string>(&c)) {
@@ -105,7 +110,8 @@ asio::awaitable<Drained> DrainIterator(ElementIterator& it,
 asio::awaitable<Drained> Drain(Dataset dataset, IteratorContext context) {
   auto it = dataset.MakeIterator(context);
   if (!it.ok())
-    co_return Drained{.elements = {}, .texts = {}, .end = it.status()};
+    co_return Drained{
+        .elements = {}, .texts = {}, .end = it.status(), .origins = {}};
   co_return co_await DrainIterator(**it);
 }
 
@@ -921,6 +927,36 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
+// An input's error, read ahead, comes after the input's elements before it
+// and, as a Prefetch's, stops the coordinator.
+CO_TEST(Pipeline, InterleaveOfAFunctionInParallelDeliversAnInputsError) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  FlatMapFunction fn = [](const Element& e) {
+    const int64_t x = Int(e.tensor(0));
+    return Dataset::Range(10 * x, 10 * x + 3)
+        .Map(
+            [](Element y) -> absl::StatusOr<Element> {
+              if (Int(y.tensor(0)) == 12) {
+                return absl::DataLossError("row 12 is corrupt");
+              }
+              return y;
+            },
+            {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+  };
+  // Named first: a braced argument inside a co_await expression is freed
+  // wrongly by g++ 12 (docs/async_pitfalls.md, items 8 and 9).
+  Dataset interleaved = Dataset::Range(2).Interleave(
+      fn, {.cycle_length = 2, .block_length = 3, .num_parallel_calls = 2});
+  Drained d = co_await Drain(interleaved, Context(&coordinator));
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 10, 11}));
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "row 12")) << d.end;
+  absl::Status joined =
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable);
+  EXPECT_TRUE(absl::IsDataLoss(joined)) << joined;
+}
+
 // num_parallel_calls as tf.data takes it: >= 1 or AUTOTUNE (then
 // cycle_length), at most cycle_length; above 1 it needs a coordinator.
 CO_TEST(Pipeline, InterleaveOfAFunctionInParallelTakesTfDatasArguments) {
@@ -949,6 +985,146 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelTakesTfDatasArguments) {
 
 // ---------------------------------------------------------- file sources
 
+// The names a dataset of file names yields.
+asio::awaitable<std::vector<std::string>> Names(Dataset names,
+                                                IteratorContext context) {
+  Drained d = co_await Drain(std::move(names), std::move(context));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  co_return d.texts;
+}
+
+// tf.data's list_files: every match of the patterns, sorted (shuffle=False),
+// listed when the iterator needs them.
+CO_TEST(Pipeline, ListFilesYieldsTheMatchesOfEveryPatternSorted) {
+  ScratchDir dir;
+  WriteFile(dir / "b.csv", "x\n");
+  WriteFile(dir / "a.csv", "x\n");
+  WriteFile(dir / "c.txt", "x\n");
+  WriteFile(dir / "notes.md", "x\n");
+  std::filesystem::create_directory(dir / "sub");
+  WriteFile(dir / "sub/d.csv", "x\n");
+  Dataset csv = Dataset::ListFiles({dir / "*.csv"}, {.shuffle = false});
+  EXPECT_TRUE(csv.deterministic());
+  EXPECT_EQ(csv.spec(), ElementSpec{ComponentSpec::String()});
+  std::vector<std::string> listed = co_await Names(csv, Context());
+  EXPECT_EQ(listed, (std::vector<std::string>{dir / "a.csv", dir / "b.csv"}));
+  // Several patterns: all their matches sorted together; any component
+  // may hold a wildcard.
+  Dataset two =
+      Dataset::ListFiles({dir / "*.txt", dir / "*/*.csv"}, {.shuffle = false});
+  listed = co_await Names(two, Context());
+  EXPECT_EQ(listed,
+            (std::vector<std::string>{dir / "c.txt", dir / "sub/d.csv"}));
+  // A file made after the dataset is listed by its next iterator.
+  WriteFile(dir / "0.csv", "x\n");
+  listed = co_await Names(csv, Context());
+  EXPECT_EQ(listed, (std::vector<std::string>{dir / "0.csv", dir / "a.csv",
+                                              dir / "b.csv"}));
+}
+
+// Shuffled with a seed: a permutation of the matches, the same for the
+// same seed, another for each pass of a Repeat; unseeded, not deterministic.
+CO_TEST(Pipeline, ListFilesShufflesWithItsSeedEachPassAnew) {
+  ScratchDir dir;
+  std::vector<std::string> sorted;
+  for (int i = 0; i < 12; ++i) {
+    sorted.push_back(dir / absl::StrCat("part-", 10 + i, ".csv"));
+    WriteFile(sorted.back(), "x\n");
+  }
+  Dataset shuffled = Dataset::ListFiles({dir / "part-*.csv"}, {.seed = 7});
+  EXPECT_TRUE(shuffled.deterministic());
+  std::vector<std::string> first = co_await Names(shuffled, Context());
+  EXPECT_NE(first, sorted);
+  std::vector<std::string> as_set = first;
+  std::sort(as_set.begin(), as_set.end());
+  EXPECT_EQ(as_set, sorted);
+  Dataset same_seed = Dataset::ListFiles({dir / "part-*.csv"}, {.seed = 7});
+  std::vector<std::string> again = co_await Names(same_seed, Context());
+  EXPECT_EQ(again, first);
+  std::vector<std::string> two_passes =
+      co_await Names(shuffled.Repeat(2), Context());
+  CO_ASSERT_TRUE(two_passes.size() == 24u);
+  const std::vector<std::string> pass1(two_passes.begin(),
+                                       two_passes.begin() + 12);
+  const std::vector<std::string> pass2(two_passes.begin() + 12,
+                                       two_passes.end());
+  EXPECT_NE(pass1, pass2);
+  EXPECT_FALSE(Dataset::ListFiles({dir / "part-*.csv"}).deterministic());
+}
+
+// No match is tf.data's InvalidArgument naming the patterns; bad arguments
+// are refused when the chain is built.
+CO_TEST(Pipeline, ListFilesWithoutAMatchNamesThePatterns) {
+  ScratchDir dir;
+  Dataset unmatched = Dataset::ListFiles({dir / "*.csv", dir / "*.gz"});
+  Drained none = co_await Drain(unmatched, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(none.end)) << none.end;
+  EXPECT_TRUE(absl::StrContains(
+      none.end.message(), absl::StrCat("No files matched pattern: ",
+                                       dir / "*.csv", ", ", dir / "*.gz")))
+      << none.end;
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::ListFiles({}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(Dataset::ListFiles({""}).status()));
+}
+
+// tf.data's usual reading of many files: list_files, then a parallel
+// interleave of their lines.
+CO_TEST(Pipeline, ListFilesThenAParallelInterleaveReadsEveryLine) {
+  ScratchDir dir;
+  WriteFile(dir / "a.txt", "a1\na2\n");
+  WriteGzip(dir / "b.txt.gz", "b1\nb2\nb3\n");
+  WriteFile(dir / "c.txt", "c1\n");
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset lines =
+      Dataset::ListFiles({dir / "*.txt*"}, {.shuffle = false})
+          .Interleave(
+              [](const Element& e) { return Dataset::TextLines({e.text(0)}); },
+              {.cycle_length = 2, .num_parallel_calls = 2});
+  std::vector<std::string> texts = co_await Names(lines, Context(&coordinator));
+  EXPECT_EQ(texts,
+            (std::vector<std::string>{"a1", "b1", "a2", "b2", "b3", "c1"}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+// tf.data's TextLineDataset(files, num_parallel_reads=2): the files a line
+// at a time in Interleave's order, two open and read ahead at once.
+CO_TEST(Pipeline, TextLinesWithParallelReadsInterleavesTheFilesByLine) {
+  ScratchDir dir;
+  WriteFile(dir / "a.txt", "a1\na2\na3\n");
+  WriteGzip(dir / "b.gz", "b1\nb2\n");
+  WriteFile(dir / "c.txt", "c1\n");
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset lines = Dataset::TextLines(
+      {dir / "a.txt", dir / "b.gz", dir / "c.txt"}, {.num_parallel_reads = 2});
+  CO_ASSERT_OK(lines.status());
+  EXPECT_TRUE(lines.deterministic());
+  EXPECT_EQ(lines.spec(), ElementSpec{ComponentSpec::String()});
+  Drained d = co_await Drain(lines, Context(&coordinator));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts,
+            (std::vector<std::string>{"a1", "b1", "a2", "b2", "a3", "c1"}));
+  CO_ASSERT_TRUE(d.origins.size() == 6u);
+  EXPECT_EQ(d.origins[1], dir / "b.gz:1");
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+
+  // Reading ahead needs a coordinator; one file is read as it is.
+  Drained without = co_await Drain(lines, Context());
+  EXPECT_TRUE(absl::IsFailedPrecondition(without.end)) << without.end;
+  Dataset one_file =
+      Dataset::TextLines({dir / "c.txt"}, {.num_parallel_reads = 4});
+  Drained one = co_await Drain(one_file, Context());
+  EXPECT_EQ(one.texts, std::vector<std::string>{"c1"});
+  EXPECT_TRUE(one.end.ok()) << one.end;
+  Dataset none = Dataset::TextLines({dir / "c.txt"}, {.num_parallel_reads = 0});
+  EXPECT_TRUE(absl::IsInvalidArgument(none.status()));
+  EXPECT_TRUE(absl::StrContains(none.status().message(), "num_parallel_reads"))
+      << none.status();
+}
+
 CO_TEST(Pipeline, TextLinesReadsPlainAndGzipInChunks) {
   ScratchDir dir;
   WriteFile(dir / "a.txt", "alpha\r\nbeta\n\ngamma");
@@ -956,21 +1132,13 @@ CO_TEST(Pipeline, TextLinesReadsPlainAndGzipInChunks) {
   // Chunks of 3 bytes: every line spans chunks.
   Dataset lines =
       Dataset::TextLines({dir / "a.txt", dir / "b.gz"}, {.chunk_bytes = 3});
-  auto it = lines.MakeIterator(Context());
-  CO_ASSERT_TRUE(it.ok());
-  std::vector<std::string> origins;
-  std::vector<std::string> texts;
-  while (true) {
-    ElementIterator::Result next = co_await NextOf(**it);
-    CO_ASSERT_TRUE(next.ok());
-    if (!next->has_value()) break;
-    texts.push_back((*next)->text(0));
-    origins.push_back((*next)->origin.ToString());
-  }
-  EXPECT_EQ(texts, (std::vector<std::string>{"alpha", "beta", "", "gamma",
-                                             "delta", "epsilon"}));
-  EXPECT_EQ(origins[3], dir / "a.txt:4");
-  EXPECT_EQ(origins[5], dir / "b.gz:2");
+  Drained d = co_await Drain(lines, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"alpha", "beta", "", "gamma",
+                                               "delta", "epsilon"}));
+  CO_ASSERT_TRUE(d.origins.size() == 6u);
+  EXPECT_EQ(d.origins[3], dir / "a.txt:4");
+  EXPECT_EQ(d.origins[5], dir / "b.gz:2");
 }
 
 CO_TEST(Pipeline, TextLinesErrorsNameTheFileAndLine) {
@@ -1381,6 +1549,89 @@ CO_TEST(Pipeline, FromGeneratorFactoryRestartsPerIterator) {
 }
 
 // ------------------------------------------------------------ prefetch
+
+// Range(n) through a map that counts the elements the input produced.
+Dataset CountedRange(int64_t n, std::shared_ptr<std::atomic<int64_t>> made) {
+  return Dataset::Range(n).Map(
+      [made](Element e) -> absl::StatusOr<Element> {
+        ++*made;
+        return e;
+      },
+      {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+}
+
+// tf.data's cache(): the first full pass reads the input; the later passes,
+// and later iterators, replay it without reading the input.
+CO_TEST(Pipeline, CacheReplaysTheFirstFullPass) {
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset cached = CountedRange(4, made).Cache();
+  CO_ASSERT_OK(cached.status());
+  EXPECT_TRUE(cached.deterministic());
+  Drained d = co_await Drain(cached.Repeat(3), Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  EXPECT_EQ(made->load(), 4);
+  auto it = cached.MakeIterator(Context());
+  CO_ASSERT_TRUE(it.ok());
+  absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(3);
+  CO_ASSERT_TRUE(skipped.ok() && *skipped == 3);
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_EQ(rest.elements, Scalars({3}));
+  EXPECT_EQ(made->load(), 4);
+}
+
+// A pass that stops early is not kept, so it never truncates the dataset
+// (tf.data discards a partial cache).
+CO_TEST(Pipeline, CacheKeepsNoPartialPass) {
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset cached = CountedRange(4, made).Cache();
+  Drained two = co_await Drain(cached.Take(2), Context());
+  EXPECT_EQ(two.elements, Scalars({0, 1}));
+  Drained all = co_await Drain(cached, Context());
+  EXPECT_EQ(all.elements, Scalars({0, 1, 2, 3}));
+  EXPECT_EQ(made->load(), 2 + 4);
+  Drained replayed = co_await Drain(cached, Context());
+  EXPECT_EQ(replayed.elements, Scalars({0, 1, 2, 3}));
+  EXPECT_EQ(made->load(), 6);
+}
+
+// Two iterators filling at once: each yields its whole pass, and the first
+// to finish is what later iterators replay.
+CO_TEST(Pipeline, CacheOfTwoFillingIteratorsKeepsTheFirstToFinish) {
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset cached = CountedRange(3, made).Cache();
+  auto first = cached.MakeIterator(Context());
+  auto second = cached.MakeIterator(Context());
+  CO_ASSERT_TRUE(first.ok() && second.ok());
+  Drained head = co_await DrainIterator(**first, 1);
+  Drained b = co_await DrainIterator(**second);
+  Drained a = co_await DrainIterator(**first);
+  EXPECT_EQ(head.elements, Scalars({0}));
+  EXPECT_EQ(a.elements, Scalars({1, 2}));
+  EXPECT_EQ(b.elements, Scalars({0, 1, 2}));
+  EXPECT_EQ(made->load(), 6);
+  Drained replayed = co_await Drain(cached, Context());
+  EXPECT_EQ(replayed.elements, Scalars({0, 1, 2}));
+  EXPECT_EQ(made->load(), 6);
+}
+
+// max_bytes bounds what a filling iterator keeps: past it, the stream is
+// ResourceExhausted naming the stage, and nothing is kept.
+CO_TEST(Pipeline, CacheBeyondMaxBytesIsResourceExhausted) {
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  // int64 scalars, 8 bytes each: 20 bytes hold two.
+  Dataset cached =
+      CountedRange(5, made).Cache({.max_bytes = 20, .name = "small"});
+  Drained d = co_await Drain(cached, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1}));
+  EXPECT_TRUE(absl::IsResourceExhausted(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "Cache(small)")) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "max_bytes (20)")) << d.end;
+  Drained again = co_await Drain(cached, Context());
+  EXPECT_TRUE(absl::IsResourceExhausted(again.end)) << again.end;
+  EXPECT_EQ(made->load(), 6);
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Dataset::Range(3).Cache({.max_bytes = 0}).status()));
+}
 
 CO_TEST(Pipeline, PrefetchWithoutCoordinatorIsFailedPrecondition) {
   Dataset prefetched = Dataset::Range(3).Prefetch(1);

@@ -60,6 +60,14 @@ absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
     const FlatMapFunction& fn, const Element& element, absl::string_view stage,
     const IteratorContext& context, int64_t read_ahead = 0);
 
+// pipeline/cache.cc
+Node CacheNode(Node input, CacheOptions options);
+
+// pipeline/list_files.cc: shuffle_seed unset = sorted order; `seeded`
+// tells whether the order is the same in every run (deterministic()).
+Node ListFilesNode(std::vector<std::string> patterns,
+                   std::optional<uint64_t> shuffle_seed, bool seeded);
+
 // pipeline/unbatch.cc
 Node UnbatchNode(Node input);
 
