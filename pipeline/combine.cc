@@ -199,10 +199,7 @@ class ZipDataset : public DatasetNode {
     return std::make_unique<ZipIterator>(std::move(its));
   }
   std::optional<ElementSpec> spec() const override { return spec_; }
-  bool deterministic() const override {
-    return std::all_of(inputs_.begin(), inputs_.end(),
-                       [](const Node& n) { return n->deterministic(); });
-  }
+  bool deterministic() const override { return AllDeterministic(inputs_); }
   std::string DebugString() const override {
     return absl::StrCat("Zip(",
                         absl::StrJoin(inputs_, ", ",
@@ -365,6 +362,25 @@ class FlatMapDataset : public DatasetNode {
 };
 
 }  // namespace
+
+std::optional<ElementSpec> CommonSpecOf(const std::vector<Node>& inputs) {
+  std::optional<ElementSpec> spec = inputs.front()->spec();
+  for (const Node& input : inputs) {
+    std::optional<ElementSpec> other = input->spec();
+    if (!spec.has_value() || !other.has_value()) return std::nullopt;
+    absl::StatusOr<ElementSpec> common = MostSpecificCommonSpec(*spec, *other);
+    if (!common.ok()) return std::nullopt;
+    spec = *std::move(common);
+  }
+  return spec;
+}
+
+bool AllDeterministic(const std::vector<Node>& inputs) {
+  for (const Node& input : inputs) {
+    if (!input->deterministic()) return false;
+  }
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
     const FlatMapFunction& fn, const Element& element, absl::string_view stage,

@@ -16,6 +16,36 @@ namespace {
 // Salt that keeps SeededRowSplit's stream apart from the shuffles'.
 constexpr uint64_t kSplitSalt = 0x5b17'0000'0000'0001ULL;
 
+// The inputs' nodes, when every input is ok and their specs agree; else the
+// error naming the stage and the input.
+absl::StatusOr<std::vector<detail::Node>> AgreeingInputs(
+    const std::vector<Dataset>& inputs, absl::string_view stage) {
+  std::vector<detail::Node> nodes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].ok()) {
+      return absl::Status(inputs[i].status().code(),
+                          absl::StrCat(stage, ": input ", i, ": ",
+                                       inputs[i].status().message()));
+    }
+    std::optional<ElementSpec> a = inputs[0].spec();
+    std::optional<ElementSpec> b = inputs[i].spec();
+    if (a.has_value() && b.has_value() &&
+        !MostSpecificCommonSpec(*a, *b).ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(stage, ": input ", i, " yields ", ElementSpecString(*b),
+                       ", input 0 yields ", ElementSpecString(*a)));
+    }
+    nodes.push_back(inputs[i].node());
+  }
+  return nodes;
+}
+
+// A seed for a shuffle the user did not seed: another stream each run.
+uint64_t RandomSeed() {
+  std::random_device device;
+  return (uint64_t{device()} << 32) ^ device();
+}
+
 // The CPUs of the machine, at least `floor` (kAutotune's fixed choice).
 int64_t CpusAtLeast(int64_t floor) {
   return std::max<int64_t>(floor, std::thread::hardware_concurrency());
@@ -131,9 +161,7 @@ Dataset Dataset::ListFiles(std::vector<std::string> patterns,
                                           /*seeded=*/true));
   }
   const bool seeded = options.seed.has_value();
-  const uint64_t seed = seeded ? *options.seed
-                               : (uint64_t{std::random_device{}()} << 32) ^
-                                     std::random_device{}();
+  const uint64_t seed = seeded ? *options.seed : RandomSeed();
   return FromNode(detail::ListFilesNode(std::move(patterns), seed, seeded));
 }
 
@@ -212,25 +240,72 @@ Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,
         "= one per CPU) and block_length >= 1, got ",
         cycle_length, " and ", block_length)));
   }
-  std::vector<detail::Node> nodes;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].ok()) {
-      return Failed(absl::Status(inputs[i].status().code(),
-                                 absl::StrCat("Interleave: input ", i, ": ",
-                                              inputs[i].status().message())));
-    }
-    std::optional<ElementSpec> a = inputs[0].spec();
-    std::optional<ElementSpec> b = inputs[i].spec();
-    if (a.has_value() && b.has_value() &&
-        !MostSpecificCommonSpec(*a, *b).ok()) {
-      return Failed(absl::InvalidArgumentError(absl::StrCat(
-          "Interleave: input ", i, " yields ", ElementSpecString(*b),
-          ", input 0 yields ", ElementSpecString(*a))));
-    }
-    nodes.push_back(inputs[i].node());
-  }
+  absl::StatusOr<std::vector<detail::Node>> nodes =
+      AgreeingInputs(inputs, "Interleave");
+  if (!nodes.ok()) return Failed(nodes.status());
   return FromNode(
-      detail::InterleaveNode(std::move(nodes), cycle_length, block_length));
+      detail::InterleaveNode(*std::move(nodes), cycle_length, block_length));
+}
+
+Dataset Dataset::SampleFromDatasets(std::vector<Dataset> datasets,
+                                    SampleOptions options) {
+  if (datasets.empty()) {
+    return Failed(
+        absl::InvalidArgumentError("SampleFromDatasets: no datasets"));
+  }
+  std::vector<double> weights = options.weights;
+  if (weights.empty()) weights.assign(datasets.size(), 1.0);
+  if (weights.size() != datasets.size()) {
+    return Failed(absl::InvalidArgumentError(
+        absl::StrCat("SampleFromDatasets: ", weights.size(), " weights for ",
+                     datasets.size(), " datasets")));
+  }
+  double total = 0;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    if (!std::isfinite(weights[i]) || weights[i] < 0) {
+      return Failed(absl::InvalidArgumentError(
+          absl::StrCat("SampleFromDatasets: weights[", i, "] is ", weights[i],
+                       ": each weight must be finite and >= 0")));
+    }
+    total += weights[i];
+  }
+  if (total <= 0) {
+    return Failed(
+        absl::InvalidArgumentError("SampleFromDatasets: every weight is 0"));
+  }
+  absl::StatusOr<std::vector<detail::Node>> nodes =
+      AgreeingInputs(datasets, "SampleFromDatasets");
+  if (!nodes.ok()) return Failed(nodes.status());
+  const bool seeded = options.seed.has_value();
+  const uint64_t seed = seeded ? *options.seed : RandomSeed();
+  return FromNode(detail::SampleNode(*std::move(nodes), std::move(weights),
+                                     seed, seeded, std::move(options)));
+}
+
+Dataset Dataset::ChooseFromDatasets(std::vector<Dataset> datasets,
+                                    const Dataset& choices,
+                                    bool stop_on_empty_dataset) {
+  if (datasets.empty()) {
+    return Failed(
+        absl::InvalidArgumentError("ChooseFromDatasets: no datasets"));
+  }
+  if (!choices.ok()) {
+    return Failed(absl::Status(choices.status().code(),
+                               absl::StrCat("ChooseFromDatasets: choices: ",
+                                            choices.status().message())));
+  }
+  const ElementSpec int64_scalar{ComponentSpec::Scalar(DType::kInt64)};
+  if (std::optional<ElementSpec> spec = choices.spec();
+      spec.has_value() && *spec != int64_scalar) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "ChooseFromDatasets: choices must yield int64 scalars, they yield ",
+        ElementSpecString(*spec))));
+  }
+  absl::StatusOr<std::vector<detail::Node>> nodes =
+      AgreeingInputs(datasets, "ChooseFromDatasets");
+  if (!nodes.ok()) return Failed(nodes.status());
+  return FromNode(detail::ChooseNode(*std::move(nodes), choices.node(),
+                                     stop_on_empty_dataset));
 }
 
 Dataset Dataset::Map(MapFunction fn, MapOptions options) const {

@@ -27,7 +27,8 @@
 //                Prefetch(n) (a bounded buffer filled ahead by a
 //                coordinated task).
 //   combinators  Interleave (of datasets, or of fn's datasets for each
-//                element), Zip, Concatenate.
+//                element), SampleFromDatasets, ChooseFromDatasets, Zip,
+//                Concatenate.
 // Each stage's header comment in its .cc file states its semantics; the
 // summary is in the method comments below.
 //
@@ -219,6 +220,22 @@ struct TextLinesOptions {
   int64_t num_parallel_reads = 1;
 };
 
+struct SampleOptions {
+  // Per dataset, its weight: the probability of a pick is its weight over
+  // the weights of the datasets still going. Empty = all equal. Finite,
+  // >= 0, not all 0.
+  std::vector<double> weights{};
+  // The same picks in every run; unset (tf.data's default): a seed drawn
+  // once per dataset, which is then not deterministic().
+  std::optional<uint64_t> seed{};
+  // true: the stream ends when a picked dataset ended; false (tf.data's
+  // default): that dataset is dropped and the pick made among the others.
+  bool stop_on_empty_dataset = false;
+  // Another sequence of picks in each pass of a Repeat; false (tf.data's
+  // default): the same picks every pass.
+  bool rerandomize_each_iteration = false;
+};
+
 struct CacheOptions {
   // The most bytes (tensor and string bytes of the elements) an iterator
   // keeps while it fills the cache; past it, ResourceExhausted.
@@ -283,6 +300,20 @@ class Dataset {
   //       {.cycle_length = 4, .num_parallel_calls = 4});
   static Dataset ListFiles(std::vector<std::string> patterns,
                            ListFilesOptions options = {});
+  // tf.data's sample_from_datasets: each element from a dataset picked at
+  // random by its weight (SampleOptions); ends when every dataset ended
+  // (or, with stop_on_empty_dataset, the first time a picked one ended).
+  // Mixes sources, e.g. 70 % of one file's rows and 30 % of another's.
+  static Dataset SampleFromDatasets(std::vector<Dataset> datasets,
+                                    SampleOptions options = {});
+  // tf.data's choose_from_datasets: element k from datasets[c_k], c_k the
+  // k-th int64 scalar of `choices`; ends with the choices (or, with
+  // stop_on_empty_dataset, tf.data's default here, the first time a chosen
+  // dataset ended; without it, choices of an ended dataset are passed
+  // over). A choice out of range is InvalidArgument naming its origin.
+  static Dataset ChooseFromDatasets(std::vector<Dataset> datasets,
+                                    const Dataset& choices,
+                                    bool stop_on_empty_dataset = true);
   // Round-robin over `inputs`: block_length elements from each of
   // cycle_length open inputs in turn (0 = all of them, kAutotune = one per
   // CPU); an input that ends

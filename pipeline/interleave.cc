@@ -238,23 +238,9 @@ class InterleaveDataset : public DatasetNode {
         std::make_unique<ListedInputs>(inputs_, context), cycle, block_length_);
   }
   std::optional<ElementSpec> spec() const override {
-    std::optional<ElementSpec> spec = inputs_.front()->spec();
-    for (const Node& input : inputs_) {
-      std::optional<ElementSpec> other = input->spec();
-      if (!spec.has_value() || !other.has_value()) return std::nullopt;
-      absl::StatusOr<ElementSpec> common =
-          MostSpecificCommonSpec(*spec, *other);
-      if (!common.ok()) return std::nullopt;
-      spec = *std::move(common);
-    }
-    return spec;
+    return CommonSpecOf(inputs_);
   }
-  bool deterministic() const override {
-    for (const Node& input : inputs_) {
-      if (!input->deterministic()) return false;
-    }
-    return true;
-  }
+  bool deterministic() const override { return AllDeterministic(inputs_); }
   std::string DebugString() const override {
     return absl::StrCat("Interleave(",
                         absl::StrJoin(inputs_, ", ",

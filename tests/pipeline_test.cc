@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <numeric>
 #include <set>
 #include <string>
 #include <vector>
@@ -981,6 +982,147 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelTakesTfDatasArguments) {
   EXPECT_TRUE(
       absl::StrContains(without_coordinator.end.message(), "Interleave(files)"))
       << without_coordinator.end;
+}
+
+// tf.data's choose_from_datasets, its documented example in int64s: three
+// endless inputs, the choices range(3).repeat(3).
+CO_TEST(Pipeline, ChooseFromDatasetsTakesEachElementFromTheChosenInput) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 1).Repeat(),
+                              Dataset::Range(1, 2).Repeat(),
+                              Dataset::Range(2, 3).Repeat()};
+  Dataset chosen =
+      Dataset::ChooseFromDatasets(inputs, Dataset::Range(3).Repeat(3));
+  CO_ASSERT_OK(chosen.status());
+  EXPECT_TRUE(chosen.deterministic());
+  Drained d = co_await Drain(chosen, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 0, 1, 2, 0, 1, 2}));
+}
+
+// An input that ends: the stream ends there (stop_on_empty_dataset, the
+// default), or the choices of it are passed over.
+CO_TEST(Pipeline, ChooseFromDatasetsStopsOnAnEmptyInputOrPassesItOver) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 2), Dataset::Range(10, 13)};
+  Dataset choices = Dataset::Range(2).Repeat(3);  // 0 1 0 1 0 1
+  Drained stopped =
+      co_await Drain(Dataset::ChooseFromDatasets(inputs, choices), Context());
+  EXPECT_EQ(stopped.elements, Scalars({0, 10, 1, 11}));
+  Dataset going = Dataset::ChooseFromDatasets(inputs, choices,
+                                              /*stop_on_empty_dataset=*/false);
+  Drained passed_over = co_await Drain(going, Context());
+  EXPECT_EQ(passed_over.elements, Scalars({0, 10, 1, 11, 12}));
+  EXPECT_TRUE(passed_over.end.ok()) << passed_over.end;
+}
+
+CO_TEST(Pipeline, ChooseFromDatasetsRefusesABadChoiceNamingIt) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 9), Dataset::Range(10, 19),
+                              Dataset::Range(20, 29)};
+  Drained out_of_range = co_await Drain(
+      Dataset::ChooseFromDatasets(inputs, Dataset::Range(5)), Context());
+  EXPECT_EQ(out_of_range.elements, Scalars({0, 10, 20}));
+  EXPECT_TRUE(absl::IsInvalidArgument(out_of_range.end)) << out_of_range.end;
+  EXPECT_TRUE(absl::StrContains(out_of_range.end.message(),
+                                "Selector index out of range: 3 >= 3"))
+      << out_of_range.end;
+  std::vector<Element> words(2);
+  words[0].components.emplace_back(std::string("zero"));
+  words[1].components.emplace_back(std::string("one"));
+  Dataset texts = Dataset::ChooseFromDatasets(
+      inputs, Dataset::FromElements(std::move(words)));
+  EXPECT_TRUE(absl::IsInvalidArgument(texts.status()));
+  EXPECT_TRUE(absl::StrContains(texts.status().message(), "int64 scalars"))
+      << texts.status();
+}
+
+// tf.data's sample_from_datasets: every element of every input once, each
+// input's in its order, picked by weight; the same stream for the same
+// seed.
+CO_TEST(Pipeline, SampleFromDatasetsPicksByWeightWithItsSeed) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 100),
+                              Dataset::Range(1000, 1100)};
+  Dataset sampled =
+      Dataset::SampleFromDatasets(inputs, {.weights = {0.75, 0.25}, .seed = 3});
+  CO_ASSERT_OK(sampled.status());
+  EXPECT_TRUE(sampled.deterministic());
+  Drained d = co_await Drain(sampled, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  CO_ASSERT_TRUE(d.elements.size() == 200u);
+  std::vector<int64_t> low, high;
+  int64_t low_in_first_100 = 0;
+  for (size_t i = 0; i < d.elements.size(); ++i) {
+    const int64_t v = d.elements[i][0];
+    (v < 1000 ? low : high).push_back(v);
+    if (i < 100 && v < 1000) ++low_in_first_100;
+  }
+  std::vector<int64_t> want_low(100), want_high(100);
+  std::iota(want_low.begin(), want_low.end(), 0);
+  std::iota(want_high.begin(), want_high.end(), 1000);
+  EXPECT_EQ(low, want_low);
+  EXPECT_EQ(high, want_high);
+  // 75 expected of the first 100 picks (a binomial's sd is 4.3).
+  EXPECT_GE(low_in_first_100, 60);
+  EXPECT_LE(low_in_first_100, 90);
+  Dataset same_seed =
+      Dataset::SampleFromDatasets(inputs, {.weights = {0.75, 0.25}, .seed = 3});
+  Drained again = co_await Drain(same_seed, Context());
+  EXPECT_EQ(again.elements, d.elements);
+  EXPECT_FALSE(Dataset::SampleFromDatasets(inputs).deterministic());
+}
+
+// stop_on_empty_dataset ends the stream at the first pick of an ended
+// input; without it, the others go on, and inputs that weigh 0 are never
+// picked.
+CO_TEST(Pipeline, SampleFromDatasetsOnAnEndedInput) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 2), Dataset::Range(10, 1000)};
+  Dataset stopping = Dataset::SampleFromDatasets(
+      inputs, {.seed = 1, .stop_on_empty_dataset = true});
+  Drained stopped = co_await Drain(stopping, Context());
+  CO_ASSERT_TRUE(stopped.elements.size() >= 2u);
+  EXPECT_LT(stopped.elements.size(), 992u);
+  Dataset going = Dataset::SampleFromDatasets(inputs, {.seed = 1});
+  Drained all = co_await Drain(going, Context());
+  EXPECT_EQ(all.elements.size(), 992u);
+  std::vector<Dataset> weighed{Dataset::Range(0, 3), Dataset::Range(10, 13)};
+  Dataset only_first =
+      Dataset::SampleFromDatasets(weighed, {.weights = {1, 0}, .seed = 1});
+  Drained first = co_await Drain(only_first, Context());
+  EXPECT_EQ(first.elements, Scalars({0, 1, 2}));
+  EXPECT_TRUE(first.end.ok()) << first.end;
+}
+
+// The same picks each pass of a Repeat, as tf.data's default, or others
+// with rerandomize_each_iteration; bad weights are refused naming them.
+CO_TEST(Pipeline, SampleFromDatasetsAcrossPassesAndItsArguments) {
+  std::vector<Dataset> inputs{Dataset::Range(0, 10), Dataset::Range(10, 20)};
+  auto passes = [](const Drained& d) {
+    const std::vector<std::vector<int64_t>> first(d.elements.begin(),
+                                                  d.elements.begin() + 20);
+    const std::vector<std::vector<int64_t>> second(d.elements.begin() + 20,
+                                                   d.elements.end());
+    return first == second;
+  };
+  Dataset same = Dataset::SampleFromDatasets(inputs, {.seed = 5}).Repeat(2);
+  Drained same_passes = co_await Drain(same, Context());
+  CO_ASSERT_TRUE(same_passes.elements.size() == 40u);
+  EXPECT_TRUE(passes(same_passes));
+  Dataset other = Dataset::SampleFromDatasets(
+                      inputs, {.seed = 5, .rerandomize_each_iteration = true})
+                      .Repeat(2);
+  Drained other_passes = co_await Drain(other, Context());
+  CO_ASSERT_TRUE(other_passes.elements.size() == 40u);
+  EXPECT_FALSE(passes(other_passes));
+
+  Dataset negative =
+      Dataset::SampleFromDatasets(inputs, {.weights = {1, -1}, .seed = 1});
+  EXPECT_TRUE(absl::IsInvalidArgument(negative.status()));
+  EXPECT_TRUE(absl::StrContains(negative.status().message(), "weights[1]"))
+      << negative.status();
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Dataset::SampleFromDatasets(inputs, {.weights = {1}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Dataset::SampleFromDatasets(inputs, {.weights = {0, 0}}).status()));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      Dataset::SampleFromDatasets({}, {.seed = 1}).status()));
 }
 
 // ---------------------------------------------------------- file sources
