@@ -182,6 +182,11 @@ struct InterleaveOptions {
   // before it and, as any Prefetch's, also requests stop on the
   // coordinator. At most cycle_length, as in tf.data.
   int64_t num_parallel_calls = 1;
+  // With num_parallel_calls > 1, tf.data's deterministic: false lets the
+  // visit take from another input that has an element ready when the
+  // visited one has none, instead of waiting (each input's elements still
+  // in order, every element once); the dataset is then not deterministic().
+  bool deterministic = true;
   // What the datasets fn makes yield; unset = unknown (as Map's).
   std::optional<ElementSpec> output_spec{};
   // For messages: "Interleave(<name>)".

@@ -36,6 +36,15 @@
 // cycle_length are read ahead; the pool bounds the work done at once. To read
 // the list form's inputs ahead, end each with a Prefetch.
 //
+// Not deterministic (the parallel form with deterministic false, tf.data's
+// deterministic=False): when the visited input has no element ready, the
+// visit takes one from the next open input that has (in cycle order), and
+// starts a block there; only when none has does it wait, on the visited
+// input. So a slow input no longer holds up the others' ready elements,
+// although a wait, once begun, is on that one input. Every element still
+// comes exactly once, each input's in its order; the stream is no longer
+// deterministic().
+//
 // Thread safety: an iterator is used by one consumer at a time.
 #include <algorithm>
 #include <boost/asio/awaitable.hpp>
@@ -125,10 +134,13 @@ class MappedInputs : public CycleInputs {
 
 class InterleaveIterator : public ElementIterator {
  public:
+  // deterministic false: the visit may take from another open input that
+  // has an element ready (see the top comment).
   InterleaveIterator(std::unique_ptr<CycleInputs> inputs, size_t cycle_length,
-                     int64_t block_length)
+                     int64_t block_length, bool deterministic)
       : inputs_(std::move(inputs)),
         block_length_(block_length),
+        deterministic_(deterministic),
         cycle_(cycle_length) {}
 
   std::optional<Result> TryNext() override {
@@ -142,7 +154,8 @@ class InterleaveIterator : public ElementIterator {
         }
         continue;
       }
-      std::optional<Result> next = slot->TryNext();
+      std::optional<Result> next =
+          deterministic_ ? slot->TryNext() : TryAnyReady();
       if (!next.has_value()) return std::nullopt;  // Next() continues here
       if (std::optional<Result> taken = Take(*std::move(next))) return taken;
     }
@@ -157,6 +170,14 @@ class InterleaveIterator : public ElementIterator {
           co_return s;
         }
         continue;
+      }
+      if (!deterministic_) {
+        if (std::optional<Result> ready = TryAnyReady()) {
+          if (std::optional<Result> taken = Take(*std::move(ready))) {
+            co_return *std::move(taken);
+          }
+          continue;
+        }
       }
       Result next = co_await NextOf(*slot);
       if (std::optional<Result> taken = Take(std::move(next))) {
@@ -181,6 +202,23 @@ class InterleaveIterator : public ElementIterator {
   void Advance() {
     taken_in_block_ = 0;
     position_ = (position_ + 1) % cycle_.size();
+  }
+
+  // Not deterministic: what the first open input from the visited one on
+  // has ready, the visit moved there (a new block); nullopt when none has.
+  std::optional<Result> TryAnyReady() {
+    for (size_t k = 0; k < cycle_.size(); ++k) {
+      const size_t slot = (position_ + k) % cycle_.size();
+      if (cycle_[slot] == nullptr) continue;
+      std::optional<Result> ready = cycle_[slot]->TryNext();
+      if (!ready.has_value()) continue;
+      if (slot != position_) {
+        position_ = slot;
+        taken_in_block_ = 0;
+      }
+      return ready;
+    }
+    return std::nullopt;
   }
 
   // Puts what opening gave into the visited (empty) slot. Without a next
@@ -212,6 +250,7 @@ class InterleaveIterator : public ElementIterator {
 
   std::unique_ptr<CycleInputs> inputs_;
   int64_t block_length_;
+  bool deterministic_;
   bool no_more_inputs_ = false;
   size_t open_ = 0;  // slots holding an input
   std::vector<std::unique_ptr<ElementIterator>> cycle_;  // null: empty slot
@@ -235,7 +274,8 @@ class InterleaveDataset : public DatasetNode {
             ? inputs_.size()
             : std::min(static_cast<size_t>(cycle_length_), inputs_.size());
     return std::make_unique<InterleaveIterator>(
-        std::make_unique<ListedInputs>(inputs_, context), cycle, block_length_);
+        std::make_unique<ListedInputs>(inputs_, context), cycle, block_length_,
+        /*deterministic=*/true);
   }
   std::optional<ElementSpec> spec() const override {
     return CommonSpecOf(inputs_);
@@ -280,12 +320,16 @@ class MappedInterleaveDataset : public DatasetNode {
         std::make_unique<MappedInputs>(
             *std::move(upstream), fn_, Name(), context,
             parallel ? 2 * options_.block_length : 0),
-        static_cast<size_t>(options_.cycle_length), options_.block_length);
+        static_cast<size_t>(options_.cycle_length), options_.block_length,
+        options_.deterministic || !parallel);
   }
   std::optional<ElementSpec> spec() const override {
     return options_.output_spec;
   }
-  bool deterministic() const override { return upstream_->deterministic(); }
+  bool deterministic() const override {
+    return upstream_->deterministic() &&
+           (options_.deterministic || options_.num_parallel_calls <= 1);
+  }
   std::string DebugString() const override {
     return absl::StrCat(upstream_->DebugString(), ".", Name());
   }

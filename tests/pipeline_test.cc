@@ -928,6 +928,60 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
+// deterministic = false (tf.data's deterministic=False): while the visited
+// input waits at its gate, the visit takes the other input's ready
+// elements instead of waiting; read deterministically it would wait (and
+// the test would fail on its time limit). Every element comes once.
+CO_TEST(Pipeline, InterleaveOfAFunctionNotDeterministicTakesWhatIsReady) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  using Signals =
+      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
+  auto gate = std::make_shared<Signals>(loop, 1);
+  auto pulled = std::make_shared<Signals>(loop, 16);
+  auto held_pulls = std::make_shared<std::atomic<int64_t>>(0);
+  FlatMapFunction fn = [gate, pulled, held_pulls](const Element& e) {
+    if (Int(e.tensor(0)) == 0) {
+      return FromGenerator(
+          [gate, held_pulls]() -> asio::awaitable<std::optional<Element>> {
+            const int64_t n = (*held_pulls)++;
+            if (n == 2) co_return std::nullopt;
+            if (n == 1) co_await gate->async_receive(asio::use_awaitable);
+            std::vector<Tensor> t{Tensor::Scalar<int64_t>(n)};
+            co_return MakeElement(std::move(t));
+          });
+    }
+    auto count = std::make_shared<std::atomic<int64_t>>(0);
+    return Dataset::Range(10, 13).Map(
+        [pulled, count](Element x) -> absl::StatusOr<Element> {
+          pulled->try_send(error_code(), ++*count);
+          return x;
+        },
+        {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+  };
+  Dataset sloppy = Dataset::Range(2).Interleave(
+      fn, {.cycle_length = 2, .num_parallel_calls = 2, .deterministic = false});
+  EXPECT_FALSE(sloppy.deterministic());
+  auto it = sloppy.MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  Drained head = co_await DrainIterator(**it, 2);
+  EXPECT_EQ(head.elements, Scalars({0, 10}));
+  // The map has been called for 12, so 11 is in input 1's buffer.
+  int64_t seen = 0;
+  while (seen < 3) {
+    seen = co_await pulled->async_receive(asio::use_awaitable);
+  }
+  Drained ready = co_await DrainIterator(**it, 1);
+  EXPECT_EQ(ready.elements, Scalars({11}));
+  gate->try_send(error_code(), 0);
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
+  std::sort(rest.elements.begin(), rest.elements.end());
+  EXPECT_EQ(rest.elements, Scalars({1, 12}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
 // An input's error, read ahead, comes after the input's elements before it
 // and, as a Prefetch's, stops the coordinator.
 CO_TEST(Pipeline, InterleaveOfAFunctionInParallelDeliversAnInputsError) {
