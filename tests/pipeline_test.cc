@@ -877,6 +877,51 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelKeepsTheOrder) {
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
+// The two inputs of the read-ahead tests, fn(0) and fn(1): input 0 yields
+// 0, then 1 once the test sends into `gate`, then ends; input 1 yields 10,
+// 11 and 12 through a map that sends each call's count into `pulled`.
+struct GatedInputs {
+  using Signals =
+      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
+  explicit GatedInputs(const asio::any_io_executor& loop)
+      : gate(std::make_shared<Signals>(loop, 1)),
+        pulled(std::make_shared<Signals>(loop, 16)) {
+    auto held_pulls = std::make_shared<std::atomic<int64_t>>(0);
+    fn = [gate = gate, pulled = pulled, held_pulls](const Element& e) {
+      if (Int(e.tensor(0)) == 0) {
+        return FromGenerator(
+            [gate, held_pulls]() -> asio::awaitable<std::optional<Element>> {
+              const int64_t n = (*held_pulls)++;
+              if (n == 2) co_return std::nullopt;
+              if (n == 1) co_await gate->async_receive(asio::use_awaitable);
+              std::vector<Tensor> t{Tensor::Scalar<int64_t>(n)};
+              co_return MakeElement(std::move(t));
+            });
+      }
+      auto count = std::make_shared<std::atomic<int64_t>>(0);
+      return Dataset::Range(10, 13).Map(
+          [pulled, count](Element x) -> absl::StatusOr<Element> {
+            pulled->try_send(error_code(), ++*count);
+            return x;
+          },
+          {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
+    };
+  }
+  // Until input 1's map ran for all three elements (so 10 and 11 are in
+  // its buffer, or taken), bounded by CO_TEST's limit.
+  asio::awaitable<void> AwaitInputOnePulled() {
+    int64_t seen = 0;
+    while (seen < 3) {
+      seen = co_await pulled->async_receive(asio::use_awaitable);
+    }
+  }
+  void OpenGate() { gate->try_send(error_code(), 0); }
+
+  std::shared_ptr<Signals> gate;
+  std::shared_ptr<Signals> pulled;
+  FlatMapFunction fn;
+};
+
 // While the visit waits on one input, the other open input is read ahead:
 // input 0 holds its second element until the test opens a gate, and the
 // test waits (bounded by CO_TEST's limit) for input 1's later elements to
@@ -884,43 +929,17 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelKeepsTheOrder) {
 CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
-  using Signals =
-      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
-  auto gate = std::make_shared<Signals>(loop, 1);
-  auto pulled = std::make_shared<Signals>(loop, 16);
-  auto held_pulls = std::make_shared<std::atomic<int64_t>>(0);
-  FlatMapFunction fn = [gate, pulled, held_pulls](const Element& e) {
-    if (Int(e.tensor(0)) == 0) {
-      // 0, then 1 once the gate opens, then the end.
-      return FromGenerator(
-          [gate, held_pulls]() -> asio::awaitable<std::optional<Element>> {
-            const int64_t n = (*held_pulls)++;
-            if (n == 2) co_return std::nullopt;
-            if (n == 1) co_await gate->async_receive(asio::use_awaitable);
-            std::vector<Tensor> t{Tensor::Scalar<int64_t>(n)};
-            co_return MakeElement(std::move(t));
-          });
-    }
-    auto count = std::make_shared<std::atomic<int64_t>>(0);
-    return Dataset::Range(10, 13).Map(
-        [pulled, count](Element x) -> absl::StatusOr<Element> {
-          pulled->try_send(error_code(), ++*count);
-          return x;
-        },
-        {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
-  };
-  auto it = Dataset::Range(2)
-                .Interleave(fn, {.cycle_length = 2, .num_parallel_calls = 2})
-                .MakeIterator(Context(&coordinator));
+  GatedInputs inputs(loop);
+  auto it =
+      Dataset::Range(2)
+          .Interleave(inputs.fn, {.cycle_length = 2, .num_parallel_calls = 2})
+          .MakeIterator(Context(&coordinator));
   CO_ASSERT_TRUE(it.ok());
   Drained head = co_await DrainIterator(**it, 2);
   EXPECT_EQ(head.elements, Scalars({0, 10}));
   // Input 1's three elements are pulled while input 0 waits at its gate.
-  int64_t seen = 0;
-  while (seen < 3) {
-    seen = co_await pulled->async_receive(asio::use_awaitable);
-  }
-  gate->try_send(error_code(), 0);
+  co_await inputs.AwaitInputOnePulled();
+  inputs.OpenGate();
   Drained rest = co_await DrainIterator(**it);
   EXPECT_TRUE(rest.end.ok()) << rest.end;
   EXPECT_EQ(rest.elements, Scalars({1, 11, 12}));
@@ -935,45 +954,20 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
 CO_TEST(Pipeline, InterleaveOfAFunctionNotDeterministicTakesWhatIsReady) {
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
-  using Signals =
-      asio::experimental::concurrent_channel<void(error_code, int64_t)>;
-  auto gate = std::make_shared<Signals>(loop, 1);
-  auto pulled = std::make_shared<Signals>(loop, 16);
-  auto held_pulls = std::make_shared<std::atomic<int64_t>>(0);
-  FlatMapFunction fn = [gate, pulled, held_pulls](const Element& e) {
-    if (Int(e.tensor(0)) == 0) {
-      return FromGenerator(
-          [gate, held_pulls]() -> asio::awaitable<std::optional<Element>> {
-            const int64_t n = (*held_pulls)++;
-            if (n == 2) co_return std::nullopt;
-            if (n == 1) co_await gate->async_receive(asio::use_awaitable);
-            std::vector<Tensor> t{Tensor::Scalar<int64_t>(n)};
-            co_return MakeElement(std::move(t));
-          });
-    }
-    auto count = std::make_shared<std::atomic<int64_t>>(0);
-    return Dataset::Range(10, 13).Map(
-        [pulled, count](Element x) -> absl::StatusOr<Element> {
-          pulled->try_send(error_code(), ++*count);
-          return x;
-        },
-        {.output_spec = ElementSpec{ComponentSpec::Scalar(DType::kInt64)}});
-  };
+  GatedInputs inputs(loop);
   Dataset sloppy = Dataset::Range(2).Interleave(
-      fn, {.cycle_length = 2, .num_parallel_calls = 2, .deterministic = false});
+      inputs.fn,
+      {.cycle_length = 2, .num_parallel_calls = 2, .deterministic = false});
   EXPECT_FALSE(sloppy.deterministic());
   auto it = sloppy.MakeIterator(Context(&coordinator));
   CO_ASSERT_TRUE(it.ok());
   Drained head = co_await DrainIterator(**it, 2);
   EXPECT_EQ(head.elements, Scalars({0, 10}));
   // The map has been called for 12, so 11 is in input 1's buffer.
-  int64_t seen = 0;
-  while (seen < 3) {
-    seen = co_await pulled->async_receive(asio::use_awaitable);
-  }
+  co_await inputs.AwaitInputOnePulled();
   Drained ready = co_await DrainIterator(**it, 1);
   EXPECT_EQ(ready.elements, Scalars({11}));
-  gate->try_send(error_code(), 0);
+  inputs.OpenGate();
   Drained rest = co_await DrainIterator(**it);
   EXPECT_TRUE(rest.end.ok()) << rest.end;
   std::sort(rest.elements.begin(), rest.elements.end());
