@@ -190,23 +190,14 @@ class ZipDataset : public DatasetNode {
   }
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
-    std::vector<std::unique_ptr<ElementIterator>> its;
-    for (const Node& input : inputs_) {
-      auto it = input->MakeIterator(context);
-      if (!it.ok()) return it.status();
-      its.push_back(*std::move(it));
-    }
-    return std::make_unique<ZipIterator>(std::move(its));
+    auto its = IteratorsOf(inputs_, context);
+    if (!its.ok()) return its.status();
+    return std::make_unique<ZipIterator>(*std::move(its));
   }
   std::optional<ElementSpec> spec() const override { return spec_; }
   bool deterministic() const override { return AllDeterministic(inputs_); }
   std::string DebugString() const override {
-    return absl::StrCat("Zip(",
-                        absl::StrJoin(inputs_, ", ",
-                                      [](std::string* out, const Node& n) {
-                                        out->append(n->DebugString());
-                                      }),
-                        ")");
+    return absl::StrCat("Zip(", DebugStringOf(inputs_), ")");
   }
 
  private:
@@ -380,6 +371,25 @@ bool AllDeterministic(const std::vector<Node>& inputs) {
     if (!input->deterministic()) return false;
   }
   return true;
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<ElementIterator>>> IteratorsOf(
+    const std::vector<Node>& inputs, const IteratorContext& context) {
+  std::vector<std::unique_ptr<ElementIterator>> iterators;
+  iterators.reserve(inputs.size());
+  for (const Node& input : inputs) {
+    absl::StatusOr<std::unique_ptr<ElementIterator>> it =
+        input->MakeIterator(context);
+    if (!it.ok()) return it.status();
+    iterators.push_back(*std::move(it));
+  }
+  return iterators;
+}
+
+std::string DebugStringOf(const std::vector<Node>& inputs) {
+  return absl::StrJoin(inputs, ", ", [](std::string* out, const Node& input) {
+    out->append(input->DebugString());
+  });
 }
 
 absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(

@@ -253,7 +253,7 @@ Dataset Dataset::SampleFromDatasets(std::vector<Dataset> datasets,
     return Failed(
         absl::InvalidArgumentError("SampleFromDatasets: no datasets"));
   }
-  std::vector<double> weights = options.weights;
+  std::vector<double>& weights = options.weights;
   if (weights.empty()) weights.assign(datasets.size(), 1.0);
   if (weights.size() != datasets.size()) {
     return Failed(absl::InvalidArgumentError(
@@ -278,8 +278,8 @@ Dataset Dataset::SampleFromDatasets(std::vector<Dataset> datasets,
   if (!nodes.ok()) return Failed(nodes.status());
   const bool seeded = options.seed.has_value();
   const uint64_t seed = seeded ? *options.seed : RandomSeed();
-  return FromNode(detail::SampleNode(*std::move(nodes), std::move(weights),
-                                     seed, seeded, std::move(options)));
+  return FromNode(
+      detail::SampleNode(*std::move(nodes), seed, seeded, std::move(options)));
 }
 
 Dataset Dataset::ChooseFromDatasets(std::vector<Dataset> datasets,

@@ -29,7 +29,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "cosession/pipeline/detail/stages.h"
 #include "cosession/pipeline/seeded_random.h"
 
@@ -209,44 +208,25 @@ class DirectedInterleaveIterator : public ElementIterator {
   bool ended_ = false;
 };
 
-absl::StatusOr<std::vector<std::unique_ptr<ElementIterator>>> MakeIterators(
-    const std::vector<Node>& inputs, const IteratorContext& context) {
-  std::vector<std::unique_ptr<ElementIterator>> iterators;
-  iterators.reserve(inputs.size());
-  for (const Node& input : inputs) {
-    absl::StatusOr<std::unique_ptr<ElementIterator>> it =
-        input->MakeIterator(context);
-    if (!it.ok()) return it.status();
-    iterators.push_back(*std::move(it));
-  }
-  return iterators;
-}
-
-std::string InputsString(const std::vector<Node>& inputs) {
-  return absl::StrJoin(inputs, ", ", [](std::string* out, const Node& input) {
-    out->append(input->DebugString());
-  });
-}
-
 class SampleDataset : public DatasetNode {
  public:
-  SampleDataset(std::vector<Node> inputs, std::vector<double> weights,
-                uint64_t seed, bool seeded, SampleOptions options)
+  // options.weights holds one weight per input.
+  SampleDataset(std::vector<Node> inputs, uint64_t seed, bool seeded,
+                SampleOptions options)
       : inputs_(std::move(inputs)),
-        weights_(std::move(weights)),
         seed_(seed),
         seeded_(seeded),
         options_(std::move(options)) {}
 
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
-    auto iterators = MakeIterators(inputs_, context);
+    auto iterators = IteratorsOf(inputs_, context);
     if (!iterators.ok()) return iterators.status();
     const uint64_t salt = options_.rerandomize_each_iteration
                               ? MixSeed(kSampleSalt, context.iteration)
                               : kSampleSalt;
     return std::make_unique<DirectedInterleaveIterator>(
-        std::make_unique<RandomSelector>(weights_, seed_, salt),
+        std::make_unique<RandomSelector>(options_.weights, seed_, salt),
         *std::move(iterators), options_.stop_on_empty_dataset);
   }
   std::optional<ElementSpec> spec() const override {
@@ -256,12 +236,11 @@ class SampleDataset : public DatasetNode {
     return seeded_ && AllDeterministic(inputs_);
   }
   std::string DebugString() const override {
-    return absl::StrCat("SampleFromDatasets(", InputsString(inputs_), ")");
+    return absl::StrCat("SampleFromDatasets(", DebugStringOf(inputs_), ")");
   }
 
  private:
   std::vector<Node> inputs_;
-  std::vector<double> weights_;
   uint64_t seed_;
   bool seeded_;
   SampleOptions options_;
@@ -279,7 +258,7 @@ class ChooseDataset : public DatasetNode {
       const IteratorContext& context) const override {
     auto choices = choices_->MakeIterator(context);
     if (!choices.ok()) return choices.status();
-    auto iterators = MakeIterators(inputs_, context);
+    auto iterators = IteratorsOf(inputs_, context);
     if (!iterators.ok()) return iterators.status();
     return std::make_unique<DirectedInterleaveIterator>(
         std::make_unique<ChoiceSelector>(*std::move(choices), inputs_.size()),
@@ -292,7 +271,7 @@ class ChooseDataset : public DatasetNode {
     return choices_->deterministic() && AllDeterministic(inputs_);
   }
   std::string DebugString() const override {
-    return absl::StrCat("ChooseFromDatasets(", InputsString(inputs_),
+    return absl::StrCat("ChooseFromDatasets(", DebugStringOf(inputs_),
                         "; choices ", choices_->DebugString(), ")");
   }
 
@@ -304,10 +283,10 @@ class ChooseDataset : public DatasetNode {
 
 }  // namespace
 
-Node SampleNode(std::vector<Node> inputs, std::vector<double> weights,
-                uint64_t seed, bool seeded, SampleOptions options) {
-  return std::make_shared<SampleDataset>(std::move(inputs), std::move(weights),
-                                         seed, seeded, std::move(options));
+Node SampleNode(std::vector<Node> inputs, uint64_t seed, bool seeded,
+                SampleOptions options) {
+  return std::make_shared<SampleDataset>(std::move(inputs), seed, seeded,
+                                         std::move(options));
 }
 
 Node ChooseNode(std::vector<Node> inputs, Node choices,

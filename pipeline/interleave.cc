@@ -282,12 +282,7 @@ class InterleaveDataset : public DatasetNode {
   }
   bool deterministic() const override { return AllDeterministic(inputs_); }
   std::string DebugString() const override {
-    return absl::StrCat("Interleave(",
-                        absl::StrJoin(inputs_, ", ",
-                                      [](std::string* out, const Node& input) {
-                                        out->append(input->DebugString());
-                                      }),
-                        ")");
+    return absl::StrCat("Interleave(", DebugStringOf(inputs_), ")");
   }
 
  private:
@@ -306,8 +301,7 @@ class MappedInterleaveDataset : public DatasetNode {
 
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
-    const bool parallel = options_.num_parallel_calls > 1;
-    if (parallel && context.coordinator == nullptr) {
+    if (Parallel() && context.coordinator == nullptr) {
       return absl::FailedPreconditionError(absl::StrCat(
           Name(),
           ": num_parallel_calls > 1 reads the inputs ahead as tasks of a "
@@ -319,16 +313,15 @@ class MappedInterleaveDataset : public DatasetNode {
     return std::make_unique<InterleaveIterator>(
         std::make_unique<MappedInputs>(
             *std::move(upstream), fn_, Name(), context,
-            parallel ? 2 * options_.block_length : 0),
+            Parallel() ? 2 * options_.block_length : 0),
         static_cast<size_t>(options_.cycle_length), options_.block_length,
-        options_.deterministic || !parallel);
+        !Sloppy());
   }
   std::optional<ElementSpec> spec() const override {
     return options_.output_spec;
   }
   bool deterministic() const override {
-    return upstream_->deterministic() &&
-           (options_.deterministic || options_.num_parallel_calls <= 1);
+    return upstream_->deterministic() && !Sloppy();
   }
   std::string DebugString() const override {
     return absl::StrCat(upstream_->DebugString(), ".", Name());
@@ -338,6 +331,9 @@ class MappedInterleaveDataset : public DatasetNode {
   std::string Name() const {
     return absl::StrCat("Interleave(", options_.name, ")");
   }
+  // Inputs read ahead; and, besides, in the order they are ready.
+  bool Parallel() const { return options_.num_parallel_calls > 1; }
+  bool Sloppy() const { return Parallel() && !options_.deterministic; }
   Node upstream_;
   std::shared_ptr<const FlatMapFunction> fn_;
   InterleaveOptions options_;

@@ -53,10 +53,14 @@ Node ZipNode(std::vector<Node> inputs);
 Node EnumerateNode(Node input, int64_t start);
 Node FlatMapNode(Node input, FlatMapFunction fn, FlatMapOptions options);
 // For the stages over several inputs (pipeline/combine.cc): the spec every
-// input satisfies (nullopt when one is unknown or they disagree), and
-// whether every input is deterministic.
+// input satisfies (nullopt when one is unknown or they disagree), whether
+// every input is deterministic, an iterator per input (the first error
+// otherwise), and their DebugStrings joined by ", ".
 std::optional<ElementSpec> CommonSpecOf(const std::vector<Node>& inputs);
 bool AllDeterministic(const std::vector<Node>& inputs);
+absl::StatusOr<std::vector<std::unique_ptr<ElementIterator>>> IteratorsOf(
+    const std::vector<Node>& inputs, const IteratorContext& context);
+std::string DebugStringOf(const std::vector<Node>& inputs);
 // The iterator of fn(element)'s dataset, for FlatMap and Interleave: a
 // failed dataset, or an exception from fn, is its status naming `stage`
 // and the element's origin. With read_ahead > 0 the dataset is read ahead
@@ -68,10 +72,11 @@ absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
 // pipeline/cache.cc
 Node CacheNode(Node input, CacheOptions options);
 
-// pipeline/directed_interleave.cc: `seeded` tells whether the picks are
-// the same in every run (deterministic()).
-Node SampleNode(std::vector<Node> inputs, std::vector<double> weights,
-                uint64_t seed, bool seeded, SampleOptions options);
+// pipeline/directed_interleave.cc: options.weights holds one weight per
+// input; `seeded` tells whether the picks are the same in every run
+// (deterministic()).
+Node SampleNode(std::vector<Node> inputs, uint64_t seed, bool seeded,
+                SampleOptions options);
 Node ChooseNode(std::vector<Node> inputs, Node choices,
                 bool stop_on_empty_dataset);
 
