@@ -43,4 +43,10 @@ std::string DisplayName(const Output& output) {
   return name;
 }
 
+absl::StatusOr<std::shared_ptr<SummaryWriter>> SummaryWriterFor(
+    std::shared_ptr<SummaryWriter> given, const std::string& logdir) {
+  if (given != nullptr) return given;
+  return SummaryWriterCache::Get(logdir);
+}
+
 }  // namespace cosession::hooks_detail

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "cosession/graph/status.h"
+#include "cosession/hooks/detail/hook_util.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/io/run_metadata_proto.h"
 
@@ -60,12 +61,10 @@ absl::Status ProfilerHook::Begin(Graph& graph) {
                      "': ", ec.message()));
   }
   RemoveStaleTempFiles(options_.output_dir, kTimelinePrefix);
-  writer_ = options_.summary_writer;
-  if (writer_ == nullptr) {
-    auto writer = SummaryWriterCache::Get(options_.output_dir);
-    if (!writer.ok()) return writer.status();
-    writer_ = *std::move(writer);
-  }
+  auto writer = hooks_detail::SummaryWriterFor(options_.summary_writer,
+                                               options_.output_dir);
+  if (!writer.ok()) return writer.status();
+  writer_ = *std::move(writer);
   next_step_.reset();
   return absl::OkStatus();
 }

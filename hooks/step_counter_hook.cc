@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "cosession/graph/status.h"
+#include "cosession/hooks/detail/hook_util.h"
 #include "cosession/hooks/log_sink.h"
 
 namespace cosession {
@@ -42,9 +43,10 @@ void StepCounterHook::Log(const std::string& line) const {
 
 absl::Status StepCounterHook::Begin(Graph& graph) {
   COSESSION_RETURN_IF_ERROR(step_.Find(graph, "StepCounterHook"));
-  writer_ = options_.summary_writer;
-  if (writer_ == nullptr && !options_.output_dir.empty()) {
-    auto writer = SummaryWriterCache::Get(options_.output_dir);
+  writer_ = nullptr;  // no writer and no output_dir: no summaries
+  if (options_.summary_writer != nullptr || !options_.output_dir.empty()) {
+    auto writer = hooks_detail::SummaryWriterFor(options_.summary_writer,
+                                                 options_.output_dir);
     if (!writer.ok()) return writer.status();
     writer_ = *std::move(writer);
   }

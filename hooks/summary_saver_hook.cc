@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/graph/ops.h"
 #include "cosession/graph/status.h"
+#include "cosession/hooks/detail/hook_util.h"
 
 namespace cosession {
 namespace {
@@ -65,12 +66,10 @@ absl::StatusOr<std::shared_ptr<SummarySaverHook>> SummarySaverHook::Create(
 
 absl::Status SummarySaverHook::Begin(Graph& graph) {
   COSESSION_RETURN_IF_ERROR(step_.Find(graph, "SummarySaverHook"));
-  writer_ = options_.summary_writer;
-  if (writer_ == nullptr) {
-    auto writer = SummaryWriterCache::Get(options_.output_dir);
-    if (!writer.ok()) return writer.status();
-    writer_ = *std::move(writer);
-  }
+  auto writer = hooks_detail::SummaryWriterFor(options_.summary_writer,
+                                               options_.output_dir);
+  if (!writer.ok()) return writer.status();
+  writer_ = *std::move(writer);
   next_step_.reset();
   return absl::OkStatus();
 }

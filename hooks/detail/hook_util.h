@@ -1,16 +1,19 @@
 // Small pieces the standard hooks share: turning a fetched scalar into a
-// number, and the name a hook prints for a tensor. (The global step has a
+// number, the name a hook prints for a tensor, and the event file a hook
+// writes to. (The global step has a
 // helper of its own: hooks/global_step.h.) Internal to hooks/.
 #ifndef COSESSION_HOOKS_DETAIL_HOOK_UTIL_H_
 #define COSESSION_HOOKS_DETAIL_HOOK_UTIL_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "cosession/graph/graph.h"
 #include "cosession/graph/tensor.h"
+#include "cosession/io/summary_writer.h"
 
 namespace cosession::hooks_detail {
 
@@ -21,6 +24,12 @@ absl::StatusOr<int64_t> ScalarAsInt64(const Tensor& value, std::string what);
 
 // "loss" for "loss:0", "split:1" otherwise: the label hooks print.
 std::string DisplayName(const Output& output);
+
+// The writer a hook's events go to: `given` when set, else the one writer
+// SummaryWriterCache shares for `logdir` (its error when it cannot be
+// created).
+absl::StatusOr<std::shared_ptr<SummaryWriter>> SummaryWriterFor(
+    std::shared_ptr<SummaryWriter> given, const std::string& logdir);
 
 }  // namespace cosession::hooks_detail
 
