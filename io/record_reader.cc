@@ -29,39 +29,55 @@ absl::Status RecordReader::Corrupt(const std::string& what) const {
                                           "' at offset ", offset_, ": ", what));
 }
 
-absl::StatusOr<std::optional<std::string_view>> RecordReader::Next() {
-  const size_t left = bytes_.size() - offset_;
-  if (left == 0) return std::nullopt;
-  if (left < kRecordHeaderSize) {
-    return Corrupt(absl::StrCat("header truncated (", left, " of ",
-                                kRecordHeaderSize, " bytes)"));
+absl::StatusOr<RecordFrame> FrameRecord(std::string_view bytes,
+                                        uint64_t max_record_size) {
+  if (bytes.size() < kRecordHeaderSize) {
+    return RecordFrame{.state = RecordFrame::State::kNeedsMore,
+                       .size = kRecordHeaderSize};
   }
-  const char* header = bytes_.data() + offset_;
+  const char* header = bytes.data();
   const uint64_t length = LoadLittleEndian(header, sizeof(uint64_t));
   const uint32_t length_crc = static_cast<uint32_t>(
       LoadLittleEndian(header + sizeof(uint64_t), sizeof(uint32_t)));
   if (MaskCrc32c(Crc32c(header, sizeof(uint64_t))) != length_crc) {
-    return Corrupt("length CRC mismatch");
+    return absl::DataLossError("length CRC mismatch");
   }
-  if (length > options_.max_record_size) {
-    return Corrupt(absl::StrCat("record length ", length,
-                                " exceeds the limit of ",
-                                options_.max_record_size));
+  if (length > max_record_size) {
+    return absl::DataLossError(absl::StrCat(
+        "record length ", length, " exceeds the limit of ", max_record_size));
   }
   // No overflow: length <= max_record_size, far below SIZE_MAX.
-  const uint64_t needed = kRecordHeaderSize + length + kRecordFooterSize;
-  if (needed > left) {
-    return Corrupt(absl::StrCat("record of ", length, " bytes truncated (",
-                                left, " bytes left)"));
+  const size_t needed = kRecordHeaderSize + length + kRecordFooterSize;
+  if (needed > bytes.size()) {
+    return RecordFrame{.state = RecordFrame::State::kNeedsMore, .size = needed};
   }
   std::string_view data(header + kRecordHeaderSize, length);
   const uint32_t data_crc = static_cast<uint32_t>(
       LoadLittleEndian(header + kRecordHeaderSize + length, sizeof(uint32_t)));
   if (MaskCrc32c(Crc32c(data)) != data_crc) {
-    return Corrupt("data CRC mismatch");
+    return absl::DataLossError("data CRC mismatch");
   }
-  offset_ += needed;
-  return data;
+  return RecordFrame{
+      .state = RecordFrame::State::kRecord, .data = data, .size = needed};
+}
+
+absl::StatusOr<std::optional<std::string_view>> RecordReader::Next() {
+  const size_t left = bytes_.size() - offset_;
+  if (left == 0) return std::nullopt;
+  absl::StatusOr<RecordFrame> frame =
+      FrameRecord(bytes_.substr(offset_), options_.max_record_size);
+  if (!frame.ok()) return Corrupt(std::string(frame.status().message()));
+  if (frame->state == RecordFrame::State::kNeedsMore) {
+    if (left < kRecordHeaderSize) {
+      return Corrupt(absl::StrCat("header truncated (", left, " of ",
+                                  kRecordHeaderSize, " bytes)"));
+    }
+    return Corrupt(absl::StrCat(
+        "record of ", frame->size - kRecordHeaderSize - kRecordFooterSize,
+        " bytes truncated (", left, " bytes left)"));
+  }
+  offset_ += frame->size;
+  return frame->data;
 }
 
 absl::StatusOr<std::vector<std::string>> ReadAllRecords(

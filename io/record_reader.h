@@ -52,6 +52,28 @@ class RecordReader {
   size_t offset_ = 0;
 };
 
+// The record at the start of `bytes`, for a reader that gets its bytes
+// piece by piece (the input pipeline's TFRecords source; RecordReader
+// frames with it too):
+//   * kRecord: `data` is the record's data (a view into `bytes`) and
+//     `size` the bytes the record spans, its framing included;
+//   * kNeedsMore: `bytes` hold only the start of a record; `size` is the
+//     bytes it spans once known (its header was read), else
+//     kRecordHeaderSize. Read more; at the end of the input, the record is
+//     truncated.
+// DataLoss, its message saying what and not where (the caller knows the
+// file and the offset), for a length or data CRC mismatch and for a length
+// above max_record_size -- checked before any data is awaited, so that a
+// corrupt length never makes a reader buffer what it claims.
+struct RecordFrame {
+  enum class State { kRecord, kNeedsMore };
+  State state = State::kNeedsMore;
+  std::string_view data{};
+  size_t size = 0;
+};
+absl::StatusOr<RecordFrame> FrameRecord(std::string_view bytes,
+                                        uint64_t max_record_size);
+
 // Every record of `bytes` (copies), or the first error.
 absl::StatusOr<std::vector<std::string>> ReadAllRecords(
     std::string_view bytes, std::string name, RecordReaderOptions options = {});

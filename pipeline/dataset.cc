@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <thread>
 #include <utility>
@@ -56,6 +57,58 @@ absl::Status ArgumentError(const Dataset& input, absl::string_view stage,
   return absl::InvalidArgumentError(
       absl::StrCat(input.ok() ? input.DebugString() + "." : std::string(),
                    stage, ": ", problem));
+}
+
+// A file source's list of files: InvalidArgument naming `source` when it
+// is empty or holds an empty path.
+absl::Status CheckFiles(const std::vector<std::string>& files,
+                        absl::string_view source) {
+  if (files.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": no files"));
+  }
+  for (const std::string& file : files) {
+    if (file.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": files holds an empty path"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A file source's num_parallel_reads (kAutotune: one per CPU), at most one
+// per file.
+absl::StatusOr<int64_t> ParallelReads(int64_t num_parallel_reads, size_t files,
+                                      absl::string_view source) {
+  if (num_parallel_reads == kAutotune) num_parallel_reads = CpusAtLeast(1);
+  if (num_parallel_reads < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source, ": num_parallel_reads must be >= 1 or kAutotune, got ",
+        num_parallel_reads));
+  }
+  return std::min<int64_t>(num_parallel_reads, static_cast<int64_t>(files));
+}
+
+// tf.data's num_parallel_reads = N of a file source: its files interleaved
+// an element at a time, N of them read ahead at once. `one_file` is the
+// source over one file.
+Dataset ReadInParallel(std::vector<std::string> files, int64_t parallel_reads,
+                       std::function<Dataset(const std::string&)> one_file,
+                       absl::string_view source) {
+  std::vector<Element> names;
+  names.reserve(files.size());
+  for (std::string& file : files) {
+    Element name;
+    name.components.emplace_back(std::move(file));
+    names.push_back(std::move(name));
+  }
+  return Dataset::FromElements(std::move(names))
+      .Interleave([one_file = std::move(one_file)](
+                      const Element& name) { return one_file(name.text(0)); },
+                  {.cycle_length = parallel_reads,
+                   .block_length = 1,
+                   .num_parallel_calls = parallel_reads,
+                   .output_spec = ElementSpec{ComponentSpec::String()},
+                   .name = std::string(source)});
 }
 
 }  // namespace
@@ -174,14 +227,8 @@ Dataset Dataset::Range(int64_t start, int64_t stop, int64_t step) {
 
 Dataset Dataset::TextLines(std::vector<std::string> files,
                            TextLinesOptions options) {
-  if (files.empty()) {
-    return Failed(absl::InvalidArgumentError("TextLines: no files"));
-  }
-  for (const std::string& file : files) {
-    if (file.empty()) {
-      return Failed(
-          absl::InvalidArgumentError("TextLines: files holds an empty path"));
-    }
+  if (absl::Status bad = CheckFiles(files, "TextLines"); !bad.ok()) {
+    return Failed(std::move(bad));
   }
   if (options.chunk_bytes < 1 || options.max_line_bytes < 1 ||
       options.skip_lines < 0) {
@@ -191,41 +238,47 @@ Dataset Dataset::TextLines(std::vector<std::string> files,
         options.chunk_bytes, ", ", options.max_line_bytes, ", ",
         options.skip_lines)));
   }
-  if (options.num_parallel_reads == kAutotune) {
-    options.num_parallel_reads = CpusAtLeast(1);
-  }
-  if (options.num_parallel_reads < 1) {
-    return Failed(absl::InvalidArgumentError(
-        absl::StrCat("TextLines: num_parallel_reads must be >= 1 or "
-                     "kAutotune, got ",
-                     options.num_parallel_reads)));
-  }
-  const int64_t parallel_reads = std::min<int64_t>(
-      options.num_parallel_reads, static_cast<int64_t>(files.size()));
-  if (parallel_reads == 1) {
+  absl::StatusOr<int64_t> parallel_reads =
+      ParallelReads(options.num_parallel_reads, files.size(), "TextLines");
+  if (!parallel_reads.ok()) return Failed(parallel_reads.status());
+  if (*parallel_reads == 1) {
     return FromNode(detail::TextLinesNode(std::move(files), options));
-  }
-  // tf.data's TextLineDataset(num_parallel_reads=N): its files interleaved
-  // a line at a time, N of them read ahead at once.
-  std::vector<Element> names;
-  names.reserve(files.size());
-  for (std::string& file : files) {
-    Element name;
-    name.components.emplace_back(std::move(file));
-    names.push_back(std::move(name));
   }
   TextLinesOptions one_file = options;
   one_file.num_parallel_reads = 1;
-  return FromElements(std::move(names))
-      .Interleave(
-          [one_file](const Element& name) {
-            return TextLines({name.text(0)}, one_file);
-          },
-          {.cycle_length = parallel_reads,
-           .block_length = 1,
-           .num_parallel_calls = parallel_reads,
-           .output_spec = ElementSpec{ComponentSpec::String()},
-           .name = "TextLines"});
+  return ReadInParallel(
+      std::move(files), *parallel_reads,
+      [one_file](const std::string& file) {
+        return TextLines({file}, one_file);
+      },
+      "TextLines");
+}
+
+Dataset Dataset::TFRecords(std::vector<std::string> files,
+                           TFRecordsOptions options) {
+  if (absl::Status bad = CheckFiles(files, "TFRecords"); !bad.ok()) {
+    return Failed(std::move(bad));
+  }
+  if (options.chunk_bytes < 1 || options.max_record_bytes < 0) {
+    return Failed(absl::InvalidArgumentError(absl::StrCat(
+        "TFRecords: chunk_bytes must be >= 1 and max_record_bytes >= 0, "
+        "got ",
+        options.chunk_bytes, ", ", options.max_record_bytes)));
+  }
+  absl::StatusOr<int64_t> parallel_reads =
+      ParallelReads(options.num_parallel_reads, files.size(), "TFRecords");
+  if (!parallel_reads.ok()) return Failed(parallel_reads.status());
+  if (*parallel_reads == 1) {
+    return FromNode(detail::TFRecordsNode(std::move(files), options));
+  }
+  TFRecordsOptions one_file = options;
+  one_file.num_parallel_reads = 1;
+  return ReadInParallel(
+      std::move(files), *parallel_reads,
+      [one_file](const std::string& file) {
+        return TFRecords({file}, one_file);
+      },
+      "TFRecords");
 }
 
 Dataset Dataset::Interleave(std::vector<Dataset> inputs, int64_t cycle_length,

@@ -225,6 +225,19 @@ struct TextLinesOptions {
   int64_t num_parallel_reads = 1;
 };
 
+struct TFRecordsOptions {
+  // Bytes read per chunk (tf.data's buffer_size); a record longer than a
+  // chunk is read in one go once its length is known.
+  int64_t chunk_bytes = 256 << 10;
+  // A record claiming a longer length is DataLoss naming it: a corrupt
+  // length must not make the reader buffer what it claims.
+  int64_t max_record_bytes = int64_t{64} << 20;
+  // As TextLinesOptions::num_parallel_reads: N > 1 (or kAutotune)
+  // interleaves the files a record at a time, N open and read ahead at
+  // once (the IteratorContext needs a coordinator then).
+  int64_t num_parallel_reads = 1;
+};
+
 struct SampleOptions {
   // Per dataset, its weight: the probability of a pick is its weight over
   // the weights of the datasets still going. Empty = all equal. Finite,
@@ -295,6 +308,15 @@ class Dataset {
   // N read ahead at once (TextLinesOptions).
   static Dataset TextLines(std::vector<std::string> files,
                            TextLinesOptions options = {});
+  // tf.data's TFRecordDataset: one string element per record of each
+  // TFRecord file in turn (the framing of TensorFlow's TFRecordWriter and
+  // of event files; plain or gzip, detected by content), read chunk by
+  // chunk on the pool. Origins are "<file>: record <n>". Errors name the
+  // file, the record and its byte offset: DataLoss for a CRC mismatch, a
+  // length above max_record_bytes or a file that ends inside a record;
+  // NotFound/PermissionDenied for a file that cannot be opened.
+  static Dataset TFRecords(std::vector<std::string> files,
+                           TFRecordsOptions options = {});
   // tf.data's list_files: one string element per path matching any of the
   // glob patterns ("data/part-*.csv.gz"), listed on the pool when an
   // iterator first needs them, sorted, then shuffled unless told not to

@@ -47,6 +47,19 @@ inline uint32_t TfRecordMask(uint32_t crc) {
   return ((crc >> 15) | (crc << 17)) + 0xa282ead8u;
 }
 
+// `data` framed as one TFRecord, by hand (the format, not the library's
+// writer): length, its masked CRC, the data, the data's masked CRC.
+inline std::string TfRecordFrame(const std::string& data) {
+  auto little_endian = [](uint64_t v, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+    return out;
+  };
+  const std::string length = little_endian(data.size(), 8);
+  return length + little_endian(TfRecordMask(BitwiseCrc32c(length)), 4) + data +
+         little_endian(TfRecordMask(BitwiseCrc32c(data)), 4);
+}
+
 inline uint64_t LittleEndian(const std::string& bytes, size_t at, int n) {
   uint64_t v = 0;
   for (int i = 0; i < n; ++i) {

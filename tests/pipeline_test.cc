@@ -30,12 +30,14 @@
 #include "absl/strings/str_cat.h"
 #include "cosession/async/coordinator.h"
 #include "cosession/async/session.h"
+#include "cosession/io/summary_writer.h"
 #include "cosession/pipeline/csv_rows.h"
 #include "cosession/pipeline/dataset.h"
 #include "cosession/pipeline/dataset_iterator.h"
 #include "cosession/pipeline/generator_source.h"
 #include "cosession/pipeline/stream_source.h"
 #include "tests/co_test.h"
+#include "tests/event_test_util.h"
 #include "tests/scratch_dir.h"
 #include "tests/test_files.h"
 #include "tests/test_util.h"
@@ -1354,6 +1356,177 @@ CO_TEST(Pipeline, TextLinesErrorsNameTheFileAndLine) {
   Dataset cut = Dataset::TextLines({dir / "cut.gz"});
   d = co_await Drain(cut, Context());
   EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+}
+
+// Writes a.tfrecord (plain: an empty record, one of 1,000 bytes, one with
+// a NUL) and b.gz (gzip) into `dir`; returns their records in order.
+std::vector<std::string> WriteRecordFiles(const ScratchDir& dir) {
+  using testing::TfRecordFrame;
+  std::vector<std::string> a{"alpha", "", std::string(1000, 'L'),
+                             std::string("nul\0byte", 8)};
+  std::vector<std::string> b{"delta", "epsilon"};
+  std::string bytes;
+  for (const std::string& record : a) bytes += TfRecordFrame(record);
+  WriteFile(dir / "a.tfrecord", bytes);
+  bytes.clear();
+  for (const std::string& record : b) bytes += TfRecordFrame(record);
+  WriteGzip(dir / "b.gz", bytes);
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+CO_TEST(Pipeline, TFRecordsReadsPlainAndGzipRecordsAcrossChunks) {
+  ScratchDir dir;
+  const std::vector<std::string> want = WriteRecordFiles(dir);
+  // Chunks of 5 bytes: every record spans chunks, one is 200 chunks long.
+  Dataset records = Dataset::TFRecords({dir / "a.tfrecord", dir / "b.gz"},
+                                       {.chunk_bytes = 5});
+  CO_ASSERT_OK(records.status());
+  EXPECT_TRUE(records.deterministic());
+  EXPECT_EQ(records.spec(), ElementSpec{ComponentSpec::String()});
+  for (int pass = 0; pass < 2; ++pass) {  // each iterator reads anew
+    Drained d = co_await Drain(records, Context());
+    EXPECT_TRUE(d.end.ok()) << d.end;
+    EXPECT_EQ(d.texts, want);
+    CO_ASSERT_TRUE(d.origins.size() == 6u);
+    EXPECT_EQ(d.origins[2], dir / "a.tfrecord: record 3");
+    EXPECT_EQ(d.origins[5], dir / "b.gz: record 2");
+  }
+  // An empty file has no records.
+  WriteFile(dir / "empty.tfrecord", "");
+  Dataset no_records = Dataset::TFRecords({dir / "empty.tfrecord"});
+  Drained empty = co_await Drain(no_records, Context());
+  EXPECT_TRUE(empty.end.ok()) << empty.end;
+  EXPECT_TRUE(empty.texts.empty());
+}
+
+CO_TEST(Pipeline, TFRecordsReadsTheEventFilesTheLibraryWrites) {
+  ScratchDir dir;
+  std::string path;
+  {
+    auto writer = SummaryWriter::Create(dir.path());
+    CO_ASSERT_OK(writer.status());
+    (*writer)->AddScalar("loss", 0.5f, 1);
+    (*writer)->AddScalar("loss", 0.25f, 2);
+    CO_ASSERT_OK((*writer)->Flush());
+    path = (*writer)->path();
+  }
+  Dataset events = Dataset::TFRecords({path});
+  Drained d = co_await Drain(events, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  // The file's version event, then the two summaries: the records the
+  // independent parser finds.
+  EXPECT_EQ(d.texts, testing::ParseRecords(testing::ReadFileBytes(path)));
+  EXPECT_EQ(d.texts.size(), 3u);
+}
+
+CO_TEST(Pipeline, TFRecordsErrorsNameTheFileRecordAndOffset) {
+  ScratchDir dir;
+  using testing::TfRecordFrame;
+  // The dataset of one file, named before any co_await: g++ 12 frees
+  // braced temporaries inside a co_await expression too early
+  // (docs/async_pitfalls.md, item 8).
+  auto records = [&](const std::string& name, TFRecordsOptions options = {}) {
+    return Dataset::TFRecords({dir / name}, options);
+  };
+  auto mentions = [](const absl::Status& s, const std::string& text) {
+    return absl::StrContains(s.message(), text);
+  };
+  Dataset dataset = records("missing.tfrecord");
+  Drained d = co_await Drain(dataset, Context());
+  EXPECT_TRUE(absl::IsNotFound(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end, "missing.tfrecord")) << d.end;
+
+  // Record 2 starts at byte 17 (12 + 1 + 4): its data's CRC is damaged.
+  std::string second = TfRecordFrame("bb");
+  second[12] = 'X';
+  WriteFile(dir / "data_crc.tfrecord", TfRecordFrame("a") + second);
+  dataset = records("data_crc.tfrecord");
+  d = co_await Drain(dataset, Context());
+  EXPECT_EQ(d.texts, std::vector<std::string>{"a"});
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end, dir / "data_crc.tfrecord: record 2 at byte "
+                                    "offset 17: data CRC mismatch"))
+      << d.end;
+
+  std::string bad_length = TfRecordFrame("cc");
+  bad_length[0] = 9;  // the length no longer matches its CRC
+  WriteFile(dir / "length_crc.tfrecord", bad_length);
+  dataset = records("length_crc.tfrecord");
+  d = co_await Drain(dataset, Context());
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end, "record 1 at byte offset 0: length CRC"))
+      << d.end;
+
+  // Cut inside record 2, in its data and in its header.
+  const std::string two = TfRecordFrame("first") + TfRecordFrame("second");
+  WriteFile(dir / "cut.tfrecord", two.substr(0, two.size() - 6));
+  dataset = records("cut.tfrecord", {.chunk_bytes = 4});
+  d = co_await Drain(dataset, Context());
+  EXPECT_EQ(d.texts, std::vector<std::string>{"first"});
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end,
+                       "record 2 at byte offset 21: truncated record: "
+                       "the file ends after 16 of its 22 bytes"))
+      << d.end;
+  WriteFile(dir / "cut_header.tfrecord", two.substr(0, 21 + 5));
+  dataset = records("cut_header.tfrecord");
+  d = co_await Drain(dataset, Context());
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end, "the file ends after 5 of its 12 bytes"))
+      << d.end;
+
+  // A length above the limit is refused before its data is awaited.
+  WriteFile(dir / "big.tfrecord", TfRecordFrame(std::string(11, 'b')));
+  dataset = records("big.tfrecord", {.max_record_bytes = 10});
+  d = co_await Drain(dataset, Context());
+  EXPECT_TRUE(absl::IsDataLoss(d.end)) << d.end;
+  EXPECT_TRUE(mentions(d.end, "record length 11 exceeds the limit of 10"))
+      << d.end;
+
+  // After an error the iterator stays stopped at it.
+  auto it =
+      Dataset::TFRecords({dir / "data_crc.tfrecord"}).MakeIterator(Context());
+  CO_ASSERT_OK(it.status());
+  Drained first = co_await DrainIterator(**it);
+  EXPECT_TRUE(absl::IsDataLoss(first.end)) << first.end;
+  ElementIterator::Result again = co_await NextOf(**it);
+  EXPECT_EQ(again.status(), first.end);
+
+  // Options and file lists are checked when the dataset is made.
+  for (const Dataset& bad :
+       {Dataset::TFRecords({}), Dataset::TFRecords({""}),
+        Dataset::TFRecords({dir / "a"}, {.chunk_bytes = 0}),
+        Dataset::TFRecords({dir / "a"}, {.max_record_bytes = -1}),
+        Dataset::TFRecords({dir / "a"}, {.num_parallel_reads = 0})}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
+    EXPECT_TRUE(mentions(bad.status(), "TFRecords: ")) << bad.status();
+  }
+}
+
+CO_TEST(Pipeline, TFRecordsWithParallelReadsInterleavesTheFilesByRecord) {
+  ScratchDir dir;
+  using testing::TfRecordFrame;
+  WriteFile(dir / "a.tfrecord",
+            TfRecordFrame("a1") + TfRecordFrame("a2") + TfRecordFrame("a3"));
+  WriteGzip(dir / "b.gz", TfRecordFrame("b1") + TfRecordFrame("b2"));
+  WriteFile(dir / "c.tfrecord", TfRecordFrame("c1"));
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  Dataset records =
+      Dataset::TFRecords({dir / "a.tfrecord", dir / "b.gz", dir / "c.tfrecord"},
+                         {.num_parallel_reads = 2});
+  CO_ASSERT_OK(records.status());
+  EXPECT_TRUE(records.deterministic());
+  EXPECT_EQ(records.spec(), ElementSpec{ComponentSpec::String()});
+  Drained d = co_await Drain(records, Context(&coordinator));
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts,
+            (std::vector<std::string>{"a1", "b1", "a2", "b2", "a3", "c1"}));
+  CO_ASSERT_TRUE(d.origins.size() == 6u);
+  EXPECT_EQ(d.origins[3], dir / "b.gz: record 2");
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
 CO_TEST(Pipeline, CsvRowsParseWithFileAndLineInErrors) {

@@ -37,6 +37,7 @@ Node FromTensorSlicesNode(std::vector<Tensor> tensors);
 Node RangeNode(int64_t start, int64_t stop, int64_t step);
 // pipeline/text_lines.cc
 Node TextLinesNode(std::vector<std::string> files, TextLinesOptions options);
+Node TFRecordsNode(std::vector<std::string> files, TFRecordsOptions options);
 // pipeline/map.cc
 Node MapNode(Node input, MapFunction fn, MapOptions options);
 Node AsyncMapNode(Node input, AsyncMapFunction fn, MapOptions options);
