@@ -1,6 +1,10 @@
 // libFuzzer target: the TFRecord reader of event files on arbitrary bytes.
 // It must never crash, read out of bounds or allocate without bound; every
 // record it accepts must frame back to the exact bytes it was read from.
+// And ParseRecordFrame, which readers that get their bytes piecewise use
+// (the input pipeline's TFRecords), must never frame a record before all
+// its bytes are there, and must ask for exactly its size once its header
+// is.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -30,6 +34,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       const std::string framed = cosession::FrameRecord(**record);
       if (bytes.substr(offset, framed.size()) != framed) std::abort();
+      for (size_t cut : {size_t{0}, cosession::kRecordHeaderSize - 1,
+                         cosession::kRecordHeaderSize, framed.size() - 1}) {
+        auto partial =
+            cosession::ParseRecordFrame(bytes.substr(offset, cut), limit);
+        if (!partial.ok() ||
+            partial->state != cosession::RecordFrame::State::kNeedsMore) {
+          std::abort();
+        }
+        const size_t asked = cut < cosession::kRecordHeaderSize
+                                 ? cosession::kRecordHeaderSize
+                                 : framed.size();
+        if (partial->size != asked) std::abort();
+      }
       offset += framed.size();
       if (reader.offset() != offset) std::abort();
     }

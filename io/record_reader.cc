@@ -29,8 +29,8 @@ absl::Status RecordReader::Corrupt(const std::string& what) const {
                                           "' at offset ", offset_, ": ", what));
 }
 
-absl::StatusOr<RecordFrame> FrameRecord(std::string_view bytes,
-                                        uint64_t max_record_size) {
+absl::StatusOr<RecordFrame> ParseRecordFrame(std::string_view bytes,
+                                             uint64_t max_record_size) {
   if (bytes.size() < kRecordHeaderSize) {
     return RecordFrame{.state = RecordFrame::State::kNeedsMore,
                        .size = kRecordHeaderSize};
@@ -65,7 +65,7 @@ absl::StatusOr<std::optional<std::string_view>> RecordReader::Next() {
   const size_t left = bytes_.size() - offset_;
   if (left == 0) return std::nullopt;
   absl::StatusOr<RecordFrame> frame =
-      FrameRecord(bytes_.substr(offset_), options_.max_record_size);
+      ParseRecordFrame(bytes_.substr(offset_), options_.max_record_size);
   if (!frame.ok()) return Corrupt(std::string(frame.status().message()));
   if (frame->state == RecordFrame::State::kNeedsMore) {
     if (left < kRecordHeaderSize) {

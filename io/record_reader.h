@@ -54,7 +54,7 @@ class RecordReader {
 
 // The record at the start of `bytes`, for a reader that gets its bytes
 // piece by piece (the input pipeline's TFRecords source; RecordReader
-// frames with it too):
+// frames with it too; io/record_writer.h's FrameRecord makes one):
 //   * kRecord: `data` is the record's data (a view into `bytes`) and
 //     `size` the bytes the record spans, its framing included;
 //   * kNeedsMore: `bytes` hold only the start of a record; `size` is the
@@ -71,8 +71,8 @@ struct RecordFrame {
   std::string_view data{};
   size_t size = 0;
 };
-absl::StatusOr<RecordFrame> FrameRecord(std::string_view bytes,
-                                        uint64_t max_record_size);
+absl::StatusOr<RecordFrame> ParseRecordFrame(std::string_view bytes,
+                                             uint64_t max_record_size);
 
 // Every record of `bytes` (copies), or the first error.
 absl::StatusOr<std::vector<std::string>> ReadAllRecords(

@@ -55,8 +55,8 @@ class TFRecordsIterator : public ElementIterator {
         file_ = nullptr;
         continue;
       }
-      absl::StatusOr<RecordFrame> frame =
-          FrameRecord(rest, static_cast<uint64_t>(options_.max_record_bytes));
+      absl::StatusOr<RecordFrame> frame = ParseRecordFrame(
+          rest, static_cast<uint64_t>(options_.max_record_bytes));
       if (!frame.ok()) {
         return Result(Fail(Corrupt(frame.status().message())));
       }
