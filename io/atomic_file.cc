@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -98,6 +99,13 @@ absl::Status FsyncDirectory(absl::string_view dir) {
   return absl::OkStatus();
 }
 
+// "<path>.tmp.<pid>.<n>": unique among this process's writers, and
+// recognisable by RemoveStaleTempFiles once the process is gone.
+std::string TempPathFor(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(path, kTempMarker, ::getpid(), ".", counter.fetch_add(1));
+}
+
 }  // namespace
 
 std::string JoinPath(absl::string_view dir, absl::string_view name) {
@@ -108,9 +116,7 @@ std::string JoinPath(absl::string_view dir, absl::string_view name) {
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::Span<const absl::string_view> pieces) {
-  static std::atomic<uint64_t> counter{0};
-  const std::string temp =
-      absl::StrCat(path, kTempMarker, ::getpid(), ".", counter.fetch_add(1));
+  const std::string temp = TempPathFor(path);
   absl::Status status = [&]() -> absl::Status {
     FileDescriptor fd(
         ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
@@ -129,6 +135,59 @@ absl::Status WriteFileAtomically(const std::string& path,
     return status;
   }
   return FsyncDirectory(DirName(path));
+}
+
+absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
+    std::string path) {
+  std::string temp = TempPathFor(path);
+  const int fd =
+      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError(errno, "cannot create", temp);
+  return std::unique_ptr<AtomicFileWriter>(
+      new AtomicFileWriter(std::move(path), std::move(temp), fd));
+}
+
+AtomicFileWriter::AtomicFileWriter(std::string path, std::string temp, int fd)
+    : path_(std::move(path)), temp_(std::move(temp)), fd_(fd) {}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(temp_.c_str());
+}
+
+absl::Status AtomicFileWriter::Append(absl::string_view bytes) {
+  if (fd_ < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", temp_, "' was committed or failed to close"));
+  }
+  return WriteAll(fd_, absl::MakeConstSpan(&bytes, 1), temp_);
+}
+
+absl::Status AtomicFileWriter::Commit(Existing existing) {
+  if (fd_ < 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("'", temp_, "' was committed or failed to close"));
+  }
+  if (::fsync(fd_) != 0) return ErrnoError(errno, "cannot fsync", temp_);
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) return ErrnoError(errno, "cannot close", temp_);
+  if (existing == Existing::kReplace) {
+    if (::rename(temp_.c_str(), path_.c_str()) != 0) {
+      return ErrnoError(errno, absl::StrCat("cannot rename '", temp_, "' to"),
+                        path_);
+    }
+    committed_ = true;
+  } else {
+    if (::link(temp_.c_str(), path_.c_str()) != 0 && errno != EEXIST) {
+      return ErrnoError(errno, absl::StrCat("cannot link '", temp_, "' to"),
+                        path_);
+    }
+    // Linked, or another writer's file stands: either way the temporary
+    // name goes.
+    ::unlink(temp_.c_str());
+    committed_ = true;
+  }
+  return FsyncDirectory(DirName(path_));
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {

@@ -14,6 +14,7 @@
 #ifndef COSESSION_IO_ATOMIC_FILE_H_
 #define COSESSION_IO_ATOMIC_FILE_H_
 
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -29,6 +30,40 @@ inline absl::Status WriteFileAtomically(const std::string& path,
                                         absl::string_view contents) {
   return WriteFileAtomically(path, absl::MakeConstSpan(&contents, 1));
 }
+
+// WriteFileAtomically for contents that come piece by piece (a dataset
+// cached in a file while its elements pass): Create opens the temporary
+// file ("<path>.tmp.<pid>.<n>", as above), Append writes to it, Commit
+// fsyncs it and puts it under `path`, then fsyncs the directory. Destroyed
+// without a successful Commit, it removes the temporary file: `path` never
+// holds part of the contents. Blocking I/O; errors as above.
+// Thread-compatible.
+class AtomicFileWriter {
+ public:
+  static absl::StatusOr<std::unique_ptr<AtomicFileWriter>> Create(
+      std::string path);
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+  ~AtomicFileWriter();
+
+  absl::Status Append(absl::string_view bytes);
+
+  // What Commit does when `path` exists already: kReplace renames over it
+  // (as WriteFileAtomically); kKeepExisting keeps it, drops the file
+  // written and returns OK -- the first of several writers of the same
+  // contents wins, atomically (link(2) never replaces).
+  enum class Existing { kReplace, kKeepExisting };
+  absl::Status Commit(Existing existing);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  AtomicFileWriter(std::string path, std::string temp, int fd);
+  std::string path_;
+  std::string temp_;
+  int fd_;
+  bool committed_ = false;
+};
 
 // The whole file. NotFound when it does not exist.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);

@@ -640,6 +640,9 @@ Dataset Dataset::Cache(CacheOptions options) const {
         *this, "Cache",
         absl::StrCat("max_bytes must be >= 1, got ", options.max_bytes)));
   }
+  if (!options.filename.empty()) {
+    return FromNode(detail::FileCacheNode(node_, std::move(options)));
+  }
   return FromNode(detail::CacheNode(node_, std::move(options)));
 }
 

@@ -23,8 +23,8 @@
 //   transforms   Map (a function or a coroutine, in parallel on the pool,
 //                in input order when deterministic), FlatMap, Filter,
 //                Shuffle(buffer, seed), Batch, PaddedBatch, Unbatch,
-//                Repeat, Take, Skip, Shard, Enumerate, Cache (in memory),
-//                Prefetch(n) (a bounded buffer filled ahead by a
+//                Repeat, Take, Skip, Shard, Enumerate, Cache (in memory or a
+//                file), Prefetch(n) (a bounded buffer filled ahead by a
 //                coordinated task).
 //   combinators  Interleave (of datasets, or of fn's datasets for each
 //                element), SampleFromDatasets, ChooseFromDatasets, Zip,
@@ -260,6 +260,10 @@ struct CacheOptions {
   int64_t max_bytes = int64_t{1} << 30;
   // For messages: "Cache(<name>)".
   std::string name{};
+  // tf.data's cache(filename): non-empty caches the elements in this file
+  // instead of memory, for later passes and later runs of the program
+  // (pipeline/file_cache.cc); max_bytes does not apply then.
+  std::string filename{};
 };
 
 struct ListFilesOptions {
@@ -434,6 +438,9 @@ class Dataset {
   // dataset to its end keeps its elements; later iterators (the next pass
   // of a Repeat) replay them without reading the input. A partial pass is
   // not kept. Bounded by options.max_bytes (ResourceExhausted past it).
+  // With options.filename, tf.data's cache(filename): the elements are
+  // kept in that file, which later iterators -- also in later runs of the
+  // program -- replay; it appears only once a pass is complete.
   // Shuffle after it for another order each pass.
   Dataset Cache(CacheOptions options = {}) const;
 

@@ -1998,6 +1998,147 @@ CO_TEST(Pipeline, CacheBeyondMaxBytesIsResourceExhausted) {
       Dataset::Range(3).Cache({.max_bytes = 0}).status()));
 }
 
+// The names of the files in `dir`, sorted.
+std::vector<std::string> FilesIn(const ScratchDir& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// The lines of `file` through a map that counts them.
+Dataset CountedLines(const std::string& file,
+                     std::shared_ptr<std::atomic<int64_t>> made) {
+  return Dataset::TextLines({file}).Map(
+      [made](Element e) -> absl::StatusOr<Element> {
+        ++*made;
+        return e;
+      },
+      {.output_spec = ElementSpec{ComponentSpec::String()}});
+}
+
+// tf.data's cache(filename): the first full pass writes the file; later
+// passes, and a dataset made anew (a later run of the program), replay it
+// without reading the input -- the same elements and origins.
+CO_TEST(Pipeline, CacheToAFileReplaysItInALaterRun) {
+  ScratchDir dir;
+  WriteFile(dir / "in.txt", "alpha\nbeta\ngamma\n");
+  const std::string cache = dir / "lines.cache";
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset cached =
+      CountedLines(dir / "in.txt", made).Cache({.filename = cache});
+  CO_ASSERT_OK(cached.status());
+  EXPECT_EQ(cached.spec(), ElementSpec{ComponentSpec::String()});
+  Drained d = co_await Drain(cached.Repeat(2), Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts.size(), 6u);
+  EXPECT_EQ(made->load(), 3);
+  EXPECT_EQ(FilesIn(dir), (std::vector<std::string>{"in.txt", "lines.cache"}));
+
+  auto later = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset again =
+      CountedLines(dir / "in.txt", later).Cache({.filename = cache});
+  Drained replayed = co_await Drain(again, Context());
+  EXPECT_TRUE(replayed.end.ok()) << replayed.end;
+  std::vector<std::string> want;
+  for (const char* line : {"alpha", "beta", "gamma"}) want.emplace_back(line);
+  EXPECT_EQ(replayed.texts, want);
+  CO_ASSERT_TRUE(replayed.origins.size() == 3u);
+  EXPECT_EQ(replayed.origins[1], dir / "in.txt:2");
+  EXPECT_EQ(later->load(), 0);
+
+  // Tensors too: the file holds their dtypes, shapes and bytes.
+  const std::string numbers = dir / "numbers.cache";
+  Dataset batches = Dataset::Range(5).Batch(2).Cache({.filename = numbers});
+  Drained first = co_await Drain(batches, Context());
+  Drained second = co_await Drain(batches, Context());
+  EXPECT_EQ(first.elements,
+            (std::vector<std::vector<int64_t>>{{0, 1}, {2, 3}, {4}}));
+  EXPECT_EQ(second.elements, first.elements);
+  EXPECT_TRUE(second.end.ok()) << second.end;
+}
+
+// The file appears whole or not at all: a partial pass, or one whose
+// input failed, leaves no file (nor a temporary one) behind.
+CO_TEST(Pipeline, CacheToAFileKeepsNoPartialPass) {
+  ScratchDir dir;
+  WriteFile(dir / "in.txt", "a\nb\nc\n");
+  const std::string cache = dir / "lines.cache";
+  auto made = std::make_shared<std::atomic<int64_t>>(0);
+  Dataset cached =
+      CountedLines(dir / "in.txt", made).Cache({.filename = cache});
+  Drained two = co_await Drain(cached.Take(2), Context());
+  EXPECT_EQ(two.texts.size(), 2u);
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"in.txt"});
+
+  Dataset failing =
+      Dataset::Range(4)
+          .Map(
+              [](Element e) -> absl::StatusOr<Element> {
+                if (Int(e.tensor(0)) == 2) {
+                  return absl::InvalidArgumentError("two is bad");
+                }
+                return e;
+              },
+              {.output_spec =
+                   ElementSpec{ComponentSpec::Scalar(DType::kInt64)}})
+          .Cache({.filename = cache});
+  Drained failed = co_await Drain(failing, Context());
+  EXPECT_EQ(failed.elements, Scalars({0, 1}));
+  EXPECT_TRUE(absl::IsInvalidArgument(failed.end)) << failed.end;
+  EXPECT_EQ(FilesIn(dir), std::vector<std::string>{"in.txt"});
+
+  Drained all = co_await Drain(cached, Context());
+  EXPECT_EQ(all.texts.size(), 3u);
+  EXPECT_EQ(made->load(), 2 + 3);
+  EXPECT_EQ(FilesIn(dir), (std::vector<std::string>{"in.txt", "lines.cache"}));
+}
+
+// A file that is not this dataset's cache is refused, naming it.
+CO_TEST(Pipeline, CacheToAFileRefusesAnotherDatasetsOrADamagedFile) {
+  ScratchDir dir;
+  const std::string cache = dir / "numbers.cache";
+  Dataset numbers = Dataset::Range(3).Cache({.filename = cache});
+  Drained filled = co_await Drain(numbers, Context());
+  CO_ASSERT_OK(filled.end);
+
+  WriteFile(dir / "in.txt", "a\n");
+  Dataset lines =
+      Dataset::TextLines({dir / "in.txt"}).Cache({.filename = cache});
+  Drained other = co_await Drain(lines, Context());
+  EXPECT_TRUE(absl::IsFailedPrecondition(other.end)) << other.end;
+  EXPECT_TRUE(absl::StrContains(other.end.message(), cache)) << other.end;
+  EXPECT_TRUE(absl::StrContains(other.end.message(), "(int64 [])"))
+      << other.end;
+  EXPECT_TRUE(absl::StrContains(other.end.message(), "(string)")) << other.end;
+
+  // Its last element's bytes damaged: the record's CRC no longer matches.
+  std::string bytes = testing::ReadFileBytes(cache);
+  bytes[bytes.size() - 6] ^= 0x40;
+  WriteFile(cache, bytes);
+  Drained damaged = co_await Drain(numbers, Context());
+  EXPECT_EQ(damaged.elements, Scalars({0, 1}));
+  EXPECT_TRUE(absl::IsDataLoss(damaged.end)) << damaged.end;
+  EXPECT_TRUE(absl::StrContains(damaged.end.message(), cache + ": record 4"))
+      << damaged.end;
+
+  WriteFile(cache, testing::TfRecordFrame("hello"));
+  Drained foreign = co_await Drain(numbers, Context());
+  EXPECT_TRUE(absl::IsDataLoss(foreign.end)) << foreign.end;
+  EXPECT_TRUE(absl::StrContains(foreign.end.message(), "not a cosession cache"))
+      << foreign.end;
+
+  Dataset nowhere =
+      Dataset::Range(3).Cache({.filename = dir / "missing/numbers.cache"});
+  Drained unwritable = co_await Drain(nowhere, Context());
+  EXPECT_TRUE(absl::IsNotFound(unwritable.end)) << unwritable.end;
+  EXPECT_TRUE(absl::StrContains(unwritable.end.message(),
+                                "Cache('" + dir / "missing/numbers.cache"))
+      << unwritable.end;
+}
+
 CO_TEST(Pipeline, PrefetchWithoutCoordinatorIsFailedPrecondition) {
   Dataset prefetched = Dataset::Range(3).Prefetch(1);
   Drained d = co_await Drain(prefetched, Context());

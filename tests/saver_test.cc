@@ -431,6 +431,53 @@ TEST(Saver, StaleTempFilesOfDeadWritersAreRemovedOnTheFirstWrite) {
   EXPECT_FALSE(fs::exists(dir / "model.ckpt-3.safetensors.tmp.999999999.0"));
 }
 
+// A file written piece by piece appears whole at Commit, or not at all.
+TEST(AtomicFileWriter, CommitsWholeOrLeavesNothing) {
+  ScratchDir dir;
+  auto names = [&] {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      out.push_back(e.path().filename().string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto contents = [](const std::string& path) {
+    absl::StatusOr<std::string> read = ReadFileToString(path);
+    return read.ok() ? *read : read.status().ToString();
+  };
+  {
+    auto dropped = AtomicFileWriter::Create(dir / "data");
+    ASSERT_TRUE(dropped.ok()) << dropped.status();
+    ASSERT_TRUE((*dropped)->Append("partial").ok());
+    EXPECT_EQ(names().size(), 1u);  // the temporary file
+  }
+  EXPECT_TRUE(names().empty());
+  auto first = AtomicFileWriter::Create(dir / "data");
+  auto second = AtomicFileWriter::Create(dir / "data");
+  ASSERT_TRUE(first.ok() && second.ok());
+  ASSERT_TRUE((*first)->Append("first ").ok());
+  ASSERT_TRUE((*first)->Append("writer").ok());
+  ASSERT_TRUE((*second)->Append("second writer").ok());
+  EXPECT_FALSE(fs::exists(dir / "data"));
+  using Existing = AtomicFileWriter::Existing;
+  ASSERT_TRUE((*first)->Commit(Existing::kKeepExisting).ok());
+  EXPECT_EQ(contents(dir / "data"), "first writer");
+  // The first to finish stays; the second's file is dropped.
+  ASSERT_TRUE((*second)->Commit(Existing::kKeepExisting).ok());
+  EXPECT_EQ(contents(dir / "data"), "first writer");
+  EXPECT_EQ(names(), std::vector<std::string>{"data"});
+  EXPECT_TRUE(absl::IsFailedPrecondition((*second)->Append("more")));
+  auto replacing = AtomicFileWriter::Create(dir / "data");
+  ASSERT_TRUE(replacing.ok());
+  ASSERT_TRUE((*replacing)->Append("third").ok());
+  ASSERT_TRUE((*replacing)->Commit(Existing::kReplace).ok());
+  EXPECT_EQ(contents(dir / "data"), "third");
+  EXPECT_EQ(names(), std::vector<std::string>{"data"});
+  auto nowhere = AtomicFileWriter::Create(dir / "missing/data");
+  EXPECT_TRUE(absl::IsNotFound(nowhere.status())) << nowhere.status();
+}
+
 // ---- restore
 
 CO_TEST(Saver, RestoreAssignsTheSavedValues) {

@@ -72,6 +72,7 @@ absl::StatusOr<std::unique_ptr<ElementIterator>> OpenDatasetOf(
 
 // pipeline/cache.cc
 Node CacheNode(Node input, CacheOptions options);
+Node FileCacheNode(Node input, CacheOptions options);
 
 // pipeline/directed_interleave.cc: options.weights holds one weight per
 // input; `seeded` tells whether the picks are the same in every run
