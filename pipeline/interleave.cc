@@ -39,21 +39,32 @@
 // Not deterministic (the parallel form with deterministic false, tf.data's
 // deterministic=False): when the visited input has no element ready, the
 // visit takes one from the next open input that has (in cycle order), and
-// starts a block there; only when none has does it wait, on the visited
-// input. So a slow input no longer holds up the others' ready elements,
-// although a wait, once begun, is on that one input. Every element still
-// comes exactly once, each input's in its order; the stream is no longer
-// deterministic().
+// starts a block there. When none has, the cycle's empty slots are filled
+// with the inputs that can be opened without waiting (all of the cycle
+// read ahead, as tf.data's parallel interleave keeps its cycle open), and
+// the visit waits for whichever open input gives first -- their buffers'
+// pops in one parallel group, the others cancelled once one completes; a
+// pop that completed before its cancellation keeps its result for its
+// input. So a quiet input (an idle socket) never holds up the others.
+// Every element still comes exactly once, each input's in its order; the
+// stream is no longer deterministic().
 //
 // Thread safety: an iterator is used by one consumer at a time.
 #include <algorithm>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/pipeline/detail/prefetcher.h"
+#include "cosession/pipeline/detail/result_buffer.h"
 #include "cosession/pipeline/detail/stages.h"
 
 namespace cosession::detail {
@@ -141,7 +152,8 @@ class InterleaveIterator : public ElementIterator {
       : inputs_(std::move(inputs)),
         block_length_(block_length),
         deterministic_(deterministic),
-        cycle_(cycle_length) {}
+        cycle_(cycle_length),
+        stash_(cycle_length) {}
 
   std::optional<Result> TryNext() override {
     while (VisitInput()) {
@@ -149,7 +161,7 @@ class InterleaveIterator : public ElementIterator {
       if (slot == nullptr) {
         std::optional<Opened> opened = inputs_->TryOpen();
         if (!opened.has_value()) return std::nullopt;  // Next() opens it
-        if (absl::Status s = Fill(*std::move(opened)); !s.ok()) {
+        if (absl::Status s = Fill(position_, *std::move(opened)); !s.ok()) {
           return Result(s);
         }
         continue;
@@ -166,13 +178,22 @@ class InterleaveIterator : public ElementIterator {
     while (VisitInput()) {
       std::unique_ptr<ElementIterator>& slot = cycle_[position_];
       if (slot == nullptr) {
-        if (absl::Status s = Fill(co_await inputs_->Open()); !s.ok()) {
+        if (absl::Status s = Fill(position_, co_await inputs_->Open());
+            !s.ok()) {
           co_return s;
         }
         continue;
       }
       if (!deterministic_) {
-        if (std::optional<Result> ready = TryAnyReady()) {
+        std::optional<Result> ready = TryAnyReady();
+        if (!ready.has_value()) {
+          if (absl::Status s = OpenEmptySlots(); !s.ok()) co_return s;
+          ready = TryAnyReady();
+        }
+        if (!ready.has_value() && co_await WaitForAnyReady()) {
+          ready = TryAnyReady();
+        }
+        if (ready.has_value()) {
           if (std::optional<Result> taken = Take(*std::move(ready))) {
             co_return *std::move(taken);
           }
@@ -205,12 +226,14 @@ class InterleaveIterator : public ElementIterator {
   }
 
   // Not deterministic: what the first open input from the visited one on
-  // has ready, the visit moved there (a new block); nullopt when none has.
+  // has ready (a result a lost race of WaitForAnyReady kept first), the
+  // visit moved there (a new block); nullopt when none has.
   std::optional<Result> TryAnyReady() {
     for (size_t k = 0; k < cycle_.size(); ++k) {
       const size_t slot = (position_ + k) % cycle_.size();
       if (cycle_[slot] == nullptr) continue;
-      std::optional<Result> ready = cycle_[slot]->TryNext();
+      std::optional<Result> ready = std::exchange(stash_[slot], std::nullopt);
+      if (!ready.has_value()) ready = cycle_[slot]->TryNext();
       if (!ready.has_value()) continue;
       if (slot != position_) {
         position_ = slot;
@@ -221,17 +244,75 @@ class InterleaveIterator : public ElementIterator {
     return std::nullopt;
   }
 
-  // Puts what opening gave into the visited (empty) slot. Without a next
-  // input the visit stays, and passes the slot over on its next turn.
-  absl::Status Fill(Opened opened) {
+  // Puts what opening gave into an empty slot. Without a next input the
+  // visit stays, and passes the slot over on its next turn.
+  absl::Status Fill(size_t slot, Opened opened) {
     if (!opened.ok()) return opened.status();
     if (*opened == nullptr) {
       no_more_inputs_ = true;
       return absl::OkStatus();
     }
-    cycle_[position_] = *std::move(opened);
+    cycle_[slot] = *std::move(opened);
     ++open_;
     return absl::OkStatus();
+  }
+
+  // Not deterministic, nothing ready: opens the next inputs into the
+  // cycle's empty slots, as far as they open without waiting. An input
+  // that fails to open is returned with the visit moved to its slot, which
+  // takes the next input when visited again.
+  absl::Status OpenEmptySlots() {
+    for (size_t slot = 0; slot < cycle_.size() && !no_more_inputs_; ++slot) {
+      if (cycle_[slot] != nullptr) continue;
+      std::optional<Opened> opened = inputs_->TryOpen();
+      if (!opened.has_value()) break;  // the next input is not there yet
+      if (absl::Status s = Fill(slot, *std::move(opened)); !s.ok()) {
+        position_ = slot;
+        taken_in_block_ = 0;
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Not deterministic, nothing ready: waits until one of the open inputs,
+  // all read ahead, gives a result, and keeps it (and any other that came
+  // in the same race) for TryAnyReady. A pop that lost the race was
+  // cancelled and took nothing -- or completed first and holds a result,
+  // which is kept; a Cancelled that came second is dropped, as a stopped
+  // buffer gives its stop again. False when fewer than two inputs are open
+  // and read ahead: the caller waits on the visited one.
+  asio::awaitable<bool> WaitForAnyReady() {
+    // Each pop completes on this coroutine's executor: a deferred operation
+    // has none of its own, and the group would complete it on the system
+    // executor's threads instead, beside the cancellation slots this
+    // thread owns.
+    using Token =
+        asio::executor_binder<asio::deferred_t, asio::any_io_executor>;
+    using Pop =
+        decltype(std::declval<ResultBuffer&>().AsyncPop(std::declval<Token>()));
+    const asio::any_io_executor executor = co_await asio::this_coro::executor;
+    std::vector<Pop> pops;
+    std::vector<size_t> slots;
+    for (size_t slot = 0; slot < cycle_.size(); ++slot) {
+      if (cycle_[slot] == nullptr) continue;
+      auto* ahead = dynamic_cast<ReadAheadIterator*>(cycle_[slot].get());
+      Prefetcher* prefetcher = ahead != nullptr ? ahead->prefetcher() : nullptr;
+      if (prefetcher == nullptr) co_return false;
+      pops.push_back(prefetcher->buffer()->AsyncPop(
+          asio::bind_executor(executor, asio::deferred)));
+      slots.push_back(slot);
+    }
+    if (pops.size() < 2) co_return false;
+    auto group = asio::experimental::make_parallel_group(std::move(pops));
+    auto [order, results] = co_await group.async_wait(
+        asio::experimental::wait_for_one(), asio::use_awaitable);
+    for (size_t k = 0; k < order.size(); ++k) {
+      Result& result = results[order[k]];
+      if (k > 0 && absl::IsCancelled(result.status())) continue;
+      stash_[slots[order[k]]] = std::move(result);
+    }
+    co_return true;
   }
 
   // What the visited input gave: an element or an error to return, or
@@ -254,6 +335,9 @@ class InterleaveIterator : public ElementIterator {
   bool no_more_inputs_ = false;
   size_t open_ = 0;  // slots holding an input
   std::vector<std::unique_ptr<ElementIterator>> cycle_;  // null: empty slot
+  // Not deterministic: per slot, a result WaitForAnyReady took and the
+  // visit has not yet taken.
+  std::vector<std::optional<Result>> stash_;
   size_t position_ = 0;
   int64_t taken_in_block_ = 0;
 };

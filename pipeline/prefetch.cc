@@ -281,6 +281,10 @@ void Prefetcher::Shutdown() {
   state_->StopFill(asio::cancellation_type::terminal);
 }
 
+const std::shared_ptr<ResultBuffer>& Prefetcher::buffer() const {
+  return state_->buffer;
+}
+
 std::optional<Prefetcher::Result> Prefetcher::TryReceive() {
   return state_->buffer->TryPop();
 }
@@ -293,7 +297,7 @@ asio::awaitable<Prefetcher::Result> Prefetcher::Receive() {
 
 namespace {
 
-class PrefetchIterator : public ElementIterator {
+class PrefetchIterator : public ReadAheadIterator {
  public:
   PrefetchIterator(std::unique_ptr<ElementIterator> input, int64_t buffer_size,
                    IteratorContext context, std::string name)
@@ -312,6 +316,7 @@ class PrefetchIterator : public ElementIterator {
     }
     co_return co_await prefetcher_->Receive();
   }
+  Prefetcher* prefetcher() override { return prefetcher_.get(); }
   // Before the producer started, the input skips (exactly, and cheaply
   // where it can); after, elements are taken from the buffer.
   asio::awaitable<absl::StatusOr<int64_t>> Skip(int64_t n) override {

@@ -949,10 +949,12 @@ CO_TEST(Pipeline, InterleaveOfAFunctionInParallelReadsTheOpenInputsAhead) {
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
-// deterministic = false (tf.data's deterministic=False): while the visited
-// input waits at its gate, the visit takes the other input's ready
-// elements instead of waiting; read deterministically it would wait (and
-// the test would fail on its time limit). Every element comes once.
+// deterministic = false (tf.data's deterministic=False): while input 0
+// waits at its gate (after its first element), every element of input 1
+// comes, in its order, without the test waiting for it to be pulled: the
+// visit takes what is ready and otherwise waits for whichever input gives
+// first. Waiting on the visited input, it would hang at the gate (and the
+// test fail on its time limit). Every element comes once.
 CO_TEST(Pipeline, InterleaveOfAFunctionNotDeterministicTakesWhatIsReady) {
   asio::any_io_executor loop = co_await asio::this_coro::executor;
   Coordinator coordinator(loop);
@@ -963,17 +965,65 @@ CO_TEST(Pipeline, InterleaveOfAFunctionNotDeterministicTakesWhatIsReady) {
   EXPECT_FALSE(sloppy.deterministic());
   auto it = sloppy.MakeIterator(Context(&coordinator));
   CO_ASSERT_TRUE(it.ok());
-  Drained head = co_await DrainIterator(**it, 2);
-  EXPECT_EQ(head.elements, Scalars({0, 10}));
-  // The map has been called for 12, so 11 is in input 1's buffer.
-  co_await inputs.AwaitInputOnePulled();
-  Drained ready = co_await DrainIterator(**it, 1);
-  EXPECT_EQ(ready.elements, Scalars({11}));
+  Drained before_gate = co_await DrainIterator(**it, 4);
+  CO_ASSERT_TRUE(before_gate.elements.size() == 4u);
+  std::vector<std::vector<int64_t>> from_input_one;
+  for (const std::vector<int64_t>& e : before_gate.elements) {
+    if (e[0] >= 10) from_input_one.push_back(e);
+  }
+  EXPECT_EQ(from_input_one, Scalars({10, 11, 12}));
+  std::sort(before_gate.elements.begin(), before_gate.elements.end());
+  EXPECT_EQ(before_gate.elements, Scalars({0, 10, 11, 12}));
   inputs.OpenGate();
   Drained rest = co_await DrainIterator(**it);
   EXPECT_TRUE(rest.end.ok()) << rest.end;
+  EXPECT_EQ(rest.elements, Scalars({1}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+// deterministic = false, nothing ready: the visit waits for whichever
+// input gives first. Input 0 (visited first) and input 1 each hold their
+// first element behind a gate of their own; only input 1's opens, and its
+// element must come while input 0 still waits (waiting on the visited input
+// alone, the test would fail on its time limit). Input 1 is opened for the
+// wait although the visit never reached its slot.
+CO_TEST(Pipeline, InterleaveNotDeterministicWaitsForWhicheverInputGivesFirst) {
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);
+  using Gate = asio::experimental::concurrent_channel<void(error_code, int)>;
+  std::vector<std::shared_ptr<Gate>> gates{std::make_shared<Gate>(loop, 1),
+                                           std::make_shared<Gate>(loop, 1)};
+  FlatMapFunction fn = [gates](const Element& e) {
+    const int64_t input = Int(e.tensor(0));
+    auto made = std::make_shared<int64_t>(0);
+    std::shared_ptr<Gate> gate = gates[input];
+    return FromGenerator(
+        [gate, made, input]() -> asio::awaitable<std::optional<Element>> {
+          const int64_t n = (*made)++;
+          if (n == 2) co_return std::nullopt;
+          if (n == 0) co_await gate->async_receive(asio::use_awaitable);
+          std::vector<Tensor> t{Tensor::Scalar<int64_t>(100 * input + n)};
+          co_return MakeElement(std::move(t));
+        });
+  };
+  InterleaveOptions options{
+      .cycle_length = 2, .num_parallel_calls = 2, .deterministic = false};
+  auto it = Dataset::Range(2)
+                .Interleave(fn, options)
+                .MakeIterator(Context(&coordinator));
+  CO_ASSERT_TRUE(it.ok());
+  Started<ElementIterator::Result> first(loop, NextOfPtr(it->get()));
+  gates[1]->try_send(error_code(), 0);
+  ElementIterator::Result got = co_await first.Get();
+  CO_ASSERT_OK(got.status());
+  CO_ASSERT_TRUE(got->has_value());
+  EXPECT_EQ(Int((*got)->tensor(0)), 100);
+  gates[0]->try_send(error_code(), 0);
+  Drained rest = co_await DrainIterator(**it);
+  EXPECT_TRUE(rest.end.ok()) << rest.end;
   std::sort(rest.elements.begin(), rest.elements.end());
-  EXPECT_EQ(rest.elements, Scalars({1, 12}));
+  EXPECT_EQ(rest.elements, Scalars({0, 1, 101}));
   CO_ASSERT_OK(
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }

@@ -34,6 +34,7 @@
 namespace cosession::detail {
 
 class PrefetcherState;
+class ResultBuffer;
 
 class Prefetcher {
  public:
@@ -51,6 +52,10 @@ class Prefetcher {
   boost::asio::awaitable<Result> Receive();
   // Stops the producer (idempotent).
   void Shutdown();
+  // The buffer receivers take from: its AsyncPop is Receive as an
+  // asynchronous operation, for waiting on several prefetchers at once (a
+  // parallel group's wait_for_one: pipeline/interleave.cc).
+  const std::shared_ptr<ResultBuffer>& buffer() const;
 
   explicit Prefetcher(std::shared_ptr<PrefetcherState> state);
 

@@ -31,6 +31,18 @@ class BatchFusable {
                           bool drop_remainder) const = 0;
 };
 
+class Prefetcher;
+
+// An iterator that reads its input ahead through a Prefetcher (the
+// Prefetch stage's): what a parallel interleave that is not deterministic
+// needs to wait for whichever of its inputs gives first.
+class ReadAheadIterator : public ElementIterator {
+ public:
+  // Null until a TryNext or Next started the producer, or when it could
+  // not start.
+  virtual Prefetcher* prefetcher() = 0;
+};
+
 // pipeline/memory_sources.cc
 Node FromElementsNode(std::vector<Element> elements);
 Node FromTensorSlicesNode(std::vector<Tensor> tensors);
