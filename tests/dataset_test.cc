@@ -37,6 +37,7 @@
 #include "tests/co_test.h"
 #include "tests/hook_test_util.h"
 #include "tests/scratch_dir.h"
+#include "tests/stalled_input.h"
 #include "tests/test_files.h"
 #include "tests/test_ops.h"
 #include "tests/test_util.h"
@@ -47,6 +48,7 @@ namespace {
 namespace asio = boost::asio;
 using testing::ReadBytes;
 using testing::ScratchDir;
+using testing::StalledInput;
 using testing::TestRuntime;
 using testing::WriteFile;
 using testing::WriteGzip;
@@ -749,37 +751,6 @@ CO_TEST(DatasetIterator, StopWhileTheProducerWaitsOnAFullChannelIsPrompt) {
   auto after = co_await session.Run(args, asio::use_awaitable);
   EXPECT_TRUE(absl::IsCancelled(after.status())) << after.status();
 }
-
-// A FIFO nobody writes to yet: the producer's read blocks (on a pool
-// thread) in open(), so the channel stays empty and GetNext waits. Release
-// frees that thread whether or not the read started: a writer end opened
-// without blocking (O_RDWR) wakes a reader waiting in open(), a regular
-// file renamed over the path serves a reader that comes later, and closing
-// the writer end gives the woken reader its end of file.
-class StalledInput {
- public:
-  explicit StalledInput(const ScratchDir& dir)
-      : path_(dir / "fifo.csv"), replacement_(dir / "replacement.csv") {
-    EXPECT_EQ(::mkfifo(path_.c_str(), 0600), 0);
-  }
-  ~StalledInput() { Release(); }
-  StalledInput(const StalledInput&) = delete;
-  StalledInput& operator=(const StalledInput&) = delete;
-  const std::string& path() const { return path_; }
-  void Release() {
-    if (released_) return;
-    released_ = true;
-    const int fd = ::open(path_.c_str(), O_RDWR | O_NONBLOCK);
-    WriteFile(replacement_, "");
-    EXPECT_EQ(::rename(replacement_.c_str(), path_.c_str()), 0);
-    if (fd >= 0) ::close(fd);
-  }
-
- private:
-  std::string path_;
-  std::string replacement_;
-  bool released_ = false;
-};
 
 CO_TEST(DatasetIterator, StopWhileGetNextWaitsOnAnEmptyChannelIsPrompt) {
   ScratchDir dir;

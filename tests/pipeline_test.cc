@@ -39,6 +39,7 @@
 #include "tests/co_test.h"
 #include "tests/event_test_util.h"
 #include "tests/scratch_dir.h"
+#include "tests/stalled_input.h"
 #include "tests/test_files.h"
 #include "tests/test_util.h"
 
@@ -1552,6 +1553,19 @@ CO_TEST(Pipeline, TFRecordsErrorsNameTheFileRecordAndOffset) {
     EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
     EXPECT_TRUE(mentions(bad.status(), "TFRecords: ")) << bad.status();
   }
+}
+
+// A Next() cancelled while its file is being opened (a FIFO with no
+// writer: the open blocks on the pool) ends at once with Cancelled naming
+// the file; the blocked open finishes on the pool once released.
+CO_TEST(Pipeline, TFRecordsNextCancelledWhileItsFileOpensIsCancelled) {
+  ScratchDir dir;
+  testing::StalledInput input(dir, "stalled.tfrecord");
+  Dataset records = Dataset::TFRecords({input.path()});
+  absl::Status status = co_await StatusOfACancelledNext(records);
+  EXPECT_TRUE(absl::IsCancelled(status)) << status;
+  EXPECT_TRUE(absl::StrContains(status.message(), input.path())) << status;
+  input.Release();
 }
 
 CO_TEST(Pipeline, TFRecordsWithParallelReadsInterleavesTheFilesByRecord) {
