@@ -38,13 +38,6 @@ class FileDescriptor {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
-  // Closes now, reporting the error (close can report a deferred write
-  // error on some file systems).
-  int Close() {
-    int fd = fd_;
-    fd_ = -1;
-    return ::close(fd);
-  }
 
  private:
   int fd_;
@@ -116,25 +109,11 @@ std::string JoinPath(absl::string_view dir, absl::string_view name) {
 
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::Span<const absl::string_view> pieces) {
-  const std::string temp = TempPathFor(path);
-  absl::Status status = [&]() -> absl::Status {
-    FileDescriptor fd(
-        ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return ErrnoError(errno, "cannot create", temp);
-    if (absl::Status s = WriteAll(fd.get(), pieces, temp); !s.ok()) return s;
-    if (::fsync(fd.get()) != 0) return ErrnoError(errno, "cannot fsync", temp);
-    if (fd.Close() != 0) return ErrnoError(errno, "cannot close", temp);
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      return ErrnoError(errno, absl::StrCat("cannot rename '", temp, "' to"),
-                        path);
-    }
-    return absl::OkStatus();
-  }();
-  if (!status.ok()) {
-    ::unlink(temp.c_str());
-    return status;
-  }
-  return FsyncDirectory(DirName(path));
+  absl::StatusOr<std::unique_ptr<AtomicFileWriter>> writer =
+      AtomicFileWriter::Create(path);
+  if (!writer.ok()) return writer.status();
+  if (absl::Status s = (*writer)->Append(pieces); !s.ok()) return s;
+  return (*writer)->Commit(AtomicFileWriter::Existing::kReplace);
 }
 
 absl::StatusOr<std::unique_ptr<AtomicFileWriter>> AtomicFileWriter::Create(
@@ -155,12 +134,13 @@ AtomicFileWriter::~AtomicFileWriter() {
   if (!committed_) ::unlink(temp_.c_str());
 }
 
-absl::Status AtomicFileWriter::Append(absl::string_view bytes) {
+absl::Status AtomicFileWriter::Append(
+    absl::Span<const absl::string_view> pieces) {
   if (fd_ < 0) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", temp_, "' was committed or failed to close"));
   }
-  return WriteAll(fd_, absl::MakeConstSpan(&bytes, 1), temp_);
+  return WriteAll(fd_, pieces, temp_);
 }
 
 absl::Status AtomicFileWriter::Commit(Existing existing) {
@@ -169,6 +149,7 @@ absl::Status AtomicFileWriter::Commit(Existing existing) {
         absl::StrCat("'", temp_, "' was committed or failed to close"));
   }
   if (::fsync(fd_) != 0) return ErrnoError(errno, "cannot fsync", temp_);
+  // close can report a deferred write error on some file systems.
   const int fd = std::exchange(fd_, -1);
   if (::close(fd) != 0) return ErrnoError(errno, "cannot close", temp_);
   if (existing == Existing::kReplace) {

@@ -46,7 +46,11 @@ class AtomicFileWriter {
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
   ~AtomicFileWriter();
 
-  absl::Status Append(absl::string_view bytes);
+  // Appends the concatenation of `pieces` (one writev per batch).
+  absl::Status Append(absl::Span<const absl::string_view> pieces);
+  absl::Status Append(absl::string_view bytes) {
+    return Append(absl::MakeConstSpan(&bytes, 1));
+  }
 
   // What Commit does when `path` exists already: kReplace renames over it
   // (as WriteFileAtomically); kKeepExisting keeps it, drops the file
