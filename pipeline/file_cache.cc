@@ -31,6 +31,7 @@
 // Whether the file exists is checked when an iterator is made.
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/asio/use_awaitable.hpp>
 #include <memory>
 #include <optional>
@@ -285,8 +286,13 @@ class FileCacheDataset : public DatasetNode {
       const IteratorContext& context) const override {
     struct stat st;
     if (::stat(options_.filename.c_str(), &st) == 0) {
+      // No record is longer than the file: the bound on a length (checked
+      // after its CRC) that lets every element written be read back, as
+      // large as it is.
+      TFRecordsOptions whole_file{.max_record_bytes =
+                                      std::max<int64_t>(st.st_size, 0)};
       absl::StatusOr<std::unique_ptr<ElementIterator>> records =
-          TFRecordsNode({options_.filename}, {})->MakeIterator(context);
+          TFRecordsNode({options_.filename}, whole_file)->MakeIterator(context);
       if (!records.ok()) return records.status();
       return std::make_unique<FileReplayIterator>(*std::move(records),
                                                   options_.filename, header_);
