@@ -56,20 +56,19 @@ constexpr absl::string_view kMagic = "cosession.Cache 1";
 // Encoded elements gathered before one write on the pool.
 constexpr size_t kWriteBytes = size_t{1} << 20;
 
-// The header record: what the file holds, and the elements' spec.
-std::string Header(const std::optional<ElementSpec>& spec) {
-  return absl::StrCat(kMagic, "\n",
-                      spec ? ElementSpecString(*spec) : "(unknown spec)");
+// What the header names after kMagic: the elements' spec.
+std::string SpecText(const std::optional<ElementSpec>& spec) {
+  return spec ? ElementSpecString(*spec) : "(unknown spec)";
 }
 
 class FileFillingIterator : public ElementIterator {
  public:
   FileFillingIterator(std::unique_ptr<ElementIterator> input,
-                      std::string filename, std::string header,
+                      std::string filename, const std::string& spec_text,
                       Runtime::executor_type pool)
       : input_(std::move(input)),
         filename_(std::move(filename)),
-        pending_(FrameRecord(header)),
+        pending_(FrameRecord(absl::StrCat(kMagic, "\n", spec_text))),
         pool_(std::move(pool)) {}
 
   std::optional<Result> TryNext() override {
@@ -190,10 +189,10 @@ class FileFillingIterator : public ElementIterator {
 class FileReplayIterator : public ElementIterator {
  public:
   FileReplayIterator(std::unique_ptr<ElementIterator> records,
-                     std::string filename, std::string header)
+                     std::string filename, std::string spec_text)
       : records_(std::move(records)),
         filename_(std::move(filename)),
-        header_(std::move(header)) {}
+        spec_text_(std::move(spec_text)) {}
 
   std::optional<Result> TryNext() override {
     while (true) {
@@ -251,12 +250,10 @@ class FileReplayIterator : public ElementIterator {
                        "does not start with \"",
                        kMagic, "\")"));
     }
-    std::pair<std::string, std::string> want =
-        absl::StrSplit(header_, absl::MaxSplits('\n', 1));
-    if (got.second != want.second) {
+    if (got.second != spec_text_) {
       return absl::FailedPreconditionError(
           absl::StrCat("'", filename_, "' caches elements ", got.second,
-                       "; this dataset's elements are ", want.second,
+                       "; this dataset's elements are ", spec_text_,
                        ": delete the file to cache the dataset again"));
     }
     return absl::OkStatus();
@@ -269,7 +266,7 @@ class FileReplayIterator : public ElementIterator {
 
   std::unique_ptr<ElementIterator> records_;
   std::string filename_;
-  std::string header_;
+  std::string spec_text_;
   ElementRecordDecoder decoder_;
   bool header_checked_ = false;
   absl::Status failure_;
@@ -280,7 +277,7 @@ class FileCacheDataset : public DatasetNode {
   FileCacheDataset(Node input, CacheOptions options)
       : input_(std::move(input)),
         options_(std::move(options)),
-        header_(Header(input_->spec())) {}
+        spec_text_(SpecText(input_->spec())) {}
 
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
@@ -294,14 +291,14 @@ class FileCacheDataset : public DatasetNode {
       absl::StatusOr<std::unique_ptr<ElementIterator>> records =
           TFRecordsNode({options_.filename}, whole_file)->MakeIterator(context);
       if (!records.ok()) return records.status();
-      return std::make_unique<FileReplayIterator>(*std::move(records),
-                                                  options_.filename, header_);
+      return std::make_unique<FileReplayIterator>(
+          *std::move(records), options_.filename, spec_text_);
     }
     absl::StatusOr<std::unique_ptr<ElementIterator>> input =
         input_->MakeIterator(context);
     if (!input.ok()) return input.status();
     return std::make_unique<FileFillingIterator>(
-        *std::move(input), options_.filename, header_, context.pool);
+        *std::move(input), options_.filename, spec_text_, context.pool);
   }
   std::optional<ElementSpec> spec() const override { return input_->spec(); }
   bool deterministic() const override { return input_->deterministic(); }
@@ -313,7 +310,7 @@ class FileCacheDataset : public DatasetNode {
  private:
   Node input_;
   CacheOptions options_;
-  std::string header_;
+  std::string spec_text_;
 };
 
 }  // namespace
