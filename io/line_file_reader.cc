@@ -8,8 +8,8 @@ namespace cosession {
 
 absl::StatusOr<std::unique_ptr<LineFileReader>> LineFileReader::Open(
     const std::string& path, LineFileReaderOptions options) {
-  absl::StatusOr<MaybeGzipFile> file =
-      MaybeGzipFile::Open(path, static_cast<size_t>(options.chunk_bytes));
+  absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(
+      path, static_cast<size_t>(options.chunk_bytes), options.compression);
   if (!file.ok()) return file.status();
   return std::unique_ptr<LineFileReader>(
       new LineFileReader(*std::move(file), options));

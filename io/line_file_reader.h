@@ -1,5 +1,6 @@
-// LineFileReader: the lines of a text file, plain or gzip (detected by
-// content), read chunk by chunk -- never the whole file in memory.
+// LineFileReader: the lines of a text file, plain, gzip or zlib
+// (MaybeGzipFile's FileCompression; gzip detected by content unless told),
+// read chunk by chunk -- never the whole file in memory.
 //
 //   auto reader = LineFileReader::Open("digits.csv.gz", {});
 //   while (true) {
@@ -23,7 +24,7 @@
 // once NextBuffered said kNeedsRead.
 //
 // Errors: Open returns NotFound, PermissionDenied, ... naming the file;
-// ReadChunk returns DataLoss "<file>: corrupt gzip data: ..." and I/O
+// ReadChunk returns DataLoss "<file>: corrupt gzip data: ..." (or zlib) and I/O
 // errors naming the file; NextBuffered returns InvalidArgument
 // "<file>:<line>: line longer than N bytes".
 //
@@ -44,6 +45,7 @@ namespace cosession {
 struct LineFileReaderOptions {
   int64_t chunk_bytes = 1 << 16;
   int64_t max_line_bytes = 1 << 20;
+  FileCompression compression = FileCompression::kDetect;
 };
 
 class LineFileReader {

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -30,27 +31,20 @@ constexpr uint8_t kFlagName = 0x08;
 constexpr uint8_t kFlagComment = 0x10;
 constexpr uint8_t kFlagsReserved = 0xe0;
 
-absl::Status Corrupt(const std::string& path, absl::string_view what) {
-  return absl::DataLossError(absl::StrCat(path, ": corrupt gzip data: ", what));
-}
+// RFC 1950's header: CMF (method and window) and FLG.
+constexpr uint8_t kZlibMethodMask = 0x0f;
+constexpr uint8_t kZlibMaxWindowBits = 7;  // CINFO: a 32 KiB window
+constexpr uint8_t kZlibFlagDictionary = 0x20;
 
-absl::Status Truncated(const std::string& path) {
-  return Corrupt(path, "the stream is truncated");
-}
+// Room kept before the unconsumed input for the bytes the inflater read
+// ahead past a stream's end (at most its 64-bit bit buffer), put back
+// there for the next stream.
+constexpr size_t kUnreadRoom = sizeof(uint64_t);
 
-const char* InflateErrorText(int code) {
-  switch (code) {
-    case ISAL_INVALID_BLOCK:
-      return "invalid deflate block";
-    case ISAL_INVALID_SYMBOL:
-      return "invalid deflate symbol";
-    case ISAL_INVALID_LOOKBACK:
-      return "a back-reference before the start of the data";
-    case ISAL_INCORRECT_CHECKSUM:
-      return "CRC-32 or length mismatch";
-    default:
-      return "inflate failed";
-  }
+absl::Status Corrupt(const std::string& path, absl::string_view format,
+                     absl::string_view what) {
+  return absl::DataLossError(
+      absl::StrCat(path, ": corrupt ", format, " data: ", what));
 }
 
 }  // namespace
@@ -59,14 +53,22 @@ const char* InflateErrorText(int code) {
 // not yet consumed, and, for a gzip stream, the inflater's state (87 KB, so
 // only then).
 struct MaybeGzipFile::Reader {
-  enum class Kind { kUndecided, kPlain, kGzip, kEnded };
+  enum class Kind { kUndecided, kPlain, kGzip, kZlib, kEnded };
 
-  explicit Reader(int descriptor, size_t buffer_bytes)
-      : fd(descriptor), input(std::max<size_t>(buffer_bytes, 64)) {}
+  Reader(int descriptor, size_t buffer_bytes, FileCompression compression,
+         PlainPrefix plain_prefix)
+      : fd(descriptor),
+        input(kUnreadRoom + std::max<size_t>(buffer_bytes, 64)),
+        compression(compression),
+        plain_prefix(plain_prefix) {}
   // Bytes in memory, copied into `input` a buffer at a time as a file's
   // would be read, so that both take the same paths.
   explicit Reader(absl::string_view bytes)
-      : fd(-1), memory(bytes), input(size_t{1} << 16) {}
+      : fd(-1),
+        memory(bytes),
+        input(kUnreadRoom + (size_t{1} << 16)),
+        compression(FileCompression::kDetect),
+        plain_prefix() {}
   ~Reader() {
     if (fd >= 0) ::close(fd);
   }
@@ -74,16 +76,41 @@ struct MaybeGzipFile::Reader {
   Reader& operator=(const Reader&) = delete;
 
   size_t buffered() const { return end - begin; }
+  size_t capacity() const { return input.size() - kUnreadRoom; }
+  absl::string_view format() const {
+    return kind == Kind::kZlib ? "zlib" : "gzip";
+  }
+  absl::Status Corrupt(const std::string& path, absl::string_view what) const {
+    return cosession::Corrupt(path, format(), what);
+  }
+  absl::Status Truncated(const std::string& path) const {
+    return Corrupt(path, "the stream is truncated");
+  }
+  absl::Status InflateError(const std::string& path, int code) const {
+    switch (code) {
+      case ISAL_INVALID_BLOCK:
+        return Corrupt(path, "invalid deflate block");
+      case ISAL_INVALID_SYMBOL:
+        return Corrupt(path, "invalid deflate symbol");
+      case ISAL_INVALID_LOOKBACK:
+        return Corrupt(path, "a back-reference before the start of the data");
+      case ISAL_INCORRECT_CHECKSUM:
+        return Corrupt(path, kind == Kind::kZlib ? "Adler-32 mismatch"
+                                                 : "CRC-32 or length mismatch");
+      default:
+        return Corrupt(path, "inflate failed");
+    }
+  }
   const uint8_t* next() const { return input.data() + begin; }
 
   // Reads more input after what is buffered (moved to the front first);
   // sets `eof` at the end of the file.
   absl::Status Fill(const std::string& path) {
     if (eof) return absl::OkStatus();
-    if (begin > 0) {
-      std::memmove(input.data(), input.data() + begin, buffered());
-      end -= begin;
-      begin = 0;
+    if (begin > kUnreadRoom) {
+      std::memmove(input.data() + kUnreadRoom, next(), buffered());
+      end = kUnreadRoom + buffered();
+      begin = kUnreadRoom;
     }
     if (end == input.size()) return absl::OkStatus();
     ssize_t n;
@@ -194,23 +221,144 @@ struct MaybeGzipFile::Reader {
     return absl::OkStatus();
   }
 
-  // Reads a member's header and starts inflating the deflate data after it
-  // (`inflater` allocated).
+  absl::Status AllocateInflater(const std::string& path) {
+    if (inflater != nullptr) return absl::OkStatus();
+    try {
+      inflater = std::make_unique<inflate_state>();
+    } catch (const std::bad_alloc&) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, ": cannot allocate the ", format(), " inflater"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads a member's header and starts inflating the deflate data after it.
   absl::Status StartMember(const std::string& path) {
     kind = Kind::kGzip;
+    if (absl::Status s = AllocateInflater(path); !s.ok()) return s;
     if (absl::Status s = ReadMemberHeader(path); !s.ok()) return s;
     isal_inflate_init(inflater.get());
     inflater->crc_flag = ISAL_GZIP_NO_HDR_VER;  // check the trailer
     return absl::OkStatus();
   }
 
+  // Reads a zlib stream's two-byte header, checked as zlib checks it, and
+  // starts inflating the deflate data after it.
+  absl::Status StartZlibStream(const std::string& path) {
+    kind = Kind::kZlib;
+    if (absl::Status s = AllocateInflater(path); !s.ok()) return s;
+    if (absl::Status s = FillTo(2, path); !s.ok()) return s;
+    if (buffered() < 2) return Truncated(path);
+    const uint8_t cmf = next()[0];
+    const uint8_t flags = next()[1];
+    if ((cmf & kZlibMethodMask) != kMethodDeflate) {
+      return Corrupt(path, absl::StrCat("unsupported compression method ",
+                                        cmf & kZlibMethodMask));
+    }
+    if ((cmf >> 4) > kZlibMaxWindowBits) {
+      return Corrupt(path, "invalid window size");
+    }
+    if (((cmf << 8) | flags) % 31 != 0) {
+      return Corrupt(path, "incorrect header check");
+    }
+    if ((flags & kZlibFlagDictionary) != 0) {
+      return Corrupt(path, "the stream needs a preset dictionary");
+    }
+    begin += 2;
+    isal_inflate_init(inflater.get());
+    inflater->crc_flag = ISAL_ZLIB_NO_HDR_VER;  // check the Adler-32
+    return absl::OkStatus();
+  }
+
+  // Decides how the file is read from its first bytes and the compression
+  // asked for; an empty file is ended whatever it was to be.
+  absl::Status Start(const std::string& path) {
+    if (absl::Status s = FillTo(1, path); !s.ok()) return s;
+    if (buffered() == 0) {
+      kind = Kind::kEnded;
+      return absl::OkStatus();
+    }
+    switch (compression) {
+      case FileCompression::kNone:
+        kind = Kind::kPlain;
+        return absl::OkStatus();
+      case FileCompression::kGzip:
+        kind = Kind::kGzip;
+        if (absl::Status s = FillTo(2, path); !s.ok()) return s;
+        if (!StartsGzipMember()) {
+          return Corrupt(path,
+                         "not a gzip stream (it does not start with "
+                         "gzip's magic number)");
+        }
+        return StartMember(path);
+      case FileCompression::kZlib:
+        return StartZlibStream(path);
+      case FileCompression::kDetect:
+        break;
+    }
+    // FillTo never asks for more than the buffer holds.
+    const size_t look =
+        std::min(std::max<size_t>(2, plain_prefix.bytes), capacity());
+    if (absl::Status s = FillTo(look, path); !s.ok()) return s;
+    const bool plain =
+        !StartsGzipMember() || (plain_prefix.matches != nullptr &&
+                                plain_prefix.matches(std::string_view(
+                                    reinterpret_cast<const char*>(next()),
+                                    std::min(buffered(), plain_prefix.bytes))));
+    if (plain) {
+      kind = Kind::kPlain;
+      return absl::OkStatus();
+    }
+    return StartMember(path);
+  }
+
+  // The whole bytes the inflater holds in its bit buffer at a stream's end
+  // were read past the stream (ISA-L reads ahead: after a zlib stream's
+  // 4-byte trailer up to 4 bytes of what follows); they go back in front
+  // of the input, from the bit buffer itself (the input they came from may
+  // have been refilled since). There is room: begin is at least
+  // kUnreadRoom after a refill, and a stream takes at least 8 bytes (a
+  // zlib header, an empty deflate block, the Adler-32) beyond what it read
+  // ahead.
+  void UnreadInflaterLookahead() {
+    const size_t k = static_cast<size_t>(inflater->read_in_length) / 8;
+    for (size_t i = k; i > 0; --i) {
+      input[--begin] = static_cast<uint8_t>(inflater->read_in >> (8 * (i - 1)));
+    }
+    inflater->read_in = 0;
+    inflater->read_in_length = 0;
+  }
+
+  // After a stream's end (its trailer checked): starts the next one, or
+  // ends the file.
+  absl::Status StartNextStream(const std::string& path) {
+    UnreadInflaterLookahead();
+    if (kind == Kind::kZlib) {
+      if (absl::Status s = FillTo(1, path); !s.ok()) return s;
+      if (buffered() == 0) {
+        kind = Kind::kEnded;
+        return absl::OkStatus();
+      }
+      return StartZlibStream(path);
+    }
+    if (absl::Status s = FillTo(2, path); !s.ok()) return s;
+    if (!StartsGzipMember()) {
+      kind = Kind::kEnded;
+      return absl::OkStatus();
+    }
+    return StartMember(path);
+  }
+
   int fd;                    // -1: reading `memory`
   absl::string_view memory;  // what is left of the bytes read from memory
   std::vector<uint8_t> input;
-  size_t begin = 0;  // [begin, end) is read and not yet consumed
-  size_t end = 0;
+  // [begin, end) is read and not yet consumed; begin >= kUnreadRoom.
+  size_t begin = kUnreadRoom;
+  size_t end = kUnreadRoom;
   bool eof = false;
   Kind kind = Kind::kUndecided;
+  const FileCompression compression;
+  const PlainPrefix plain_prefix;
   uint32_t header_crc = 0;  // of the member header read so far
   absl::Status failed;      // the error Read returned, returned again
   std::unique_ptr<inflate_state> inflater;
@@ -224,12 +372,15 @@ MaybeGzipFile& MaybeGzipFile::operator=(MaybeGzipFile&& other) noexcept =
 MaybeGzipFile::~MaybeGzipFile() = default;
 
 absl::StatusOr<MaybeGzipFile> MaybeGzipFile::Open(const std::string& path,
-                                                  size_t buffer_bytes) {
+                                                  size_t buffer_bytes,
+                                                  FileCompression compression,
+                                                  PlainPrefix plain_prefix) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::ErrnoToStatus(errno, path);
   std::unique_ptr<Reader> reader;
   try {
-    reader = std::make_unique<Reader>(fd, buffer_bytes);
+    reader =
+        std::make_unique<Reader>(fd, buffer_bytes, compression, plain_prefix);
   } catch (const std::bad_alloc&) {
     ::close(fd);
     return absl::ResourceExhaustedError(
@@ -254,18 +405,7 @@ absl::StatusOr<size_t> MaybeGzipFile::ReadOnce(char* data, size_t size) {
   Reader& r = *reader_;
   if (size == 0) return 0;
   if (r.kind == Reader::Kind::kUndecided) {
-    if (absl::Status s = r.FillTo(2, path_); !s.ok()) return s;
-    if (r.StartsGzipMember()) {
-      try {
-        r.inflater = std::make_unique<inflate_state>();
-      } catch (const std::bad_alloc&) {
-        return absl::ResourceExhaustedError(
-            absl::StrCat(path_, ": cannot allocate the gzip inflater"));
-      }
-      if (absl::Status s = r.StartMember(path_); !s.ok()) return s;
-    } else {
-      r.kind = Reader::Kind::kPlain;
-    }
+    if (absl::Status s = r.Start(path_); !s.ok()) return s;
   }
   if (r.kind == Reader::Kind::kEnded) return 0;
   if (r.kind == Reader::Kind::kPlain) {
@@ -283,13 +423,9 @@ absl::StatusOr<size_t> MaybeGzipFile::ReadOnce(char* data, size_t size) {
       std::min<size_t>(size, std::numeric_limits<uint32_t>::max());
   while (true) {
     if (inflater.block_state == ISAL_BLOCK_FINISH) {
-      // The member ended (its trailer checked): another one, or the end.
-      if (absl::Status s = r.FillTo(2, path_); !s.ok()) return s;
-      if (!r.StartsGzipMember()) {
-        r.kind = Reader::Kind::kEnded;
-        return 0;
-      }
-      if (absl::Status s = r.StartMember(path_); !s.ok()) return s;
+      // The stream ended (its trailer checked): another one, or the end.
+      if (absl::Status s = r.StartNextStream(path_); !s.ok()) return s;
+      if (r.kind == Reader::Kind::kEnded) return 0;
     }
     if (r.buffered() == 0) {
       if (absl::Status s = r.Fill(path_); !s.ok()) return s;
@@ -302,14 +438,14 @@ absl::StatusOr<size_t> MaybeGzipFile::ReadOnce(char* data, size_t size) {
     const size_t consumed = r.buffered() - inflater.avail_in;
     const size_t produced = want - inflater.avail_out;
     r.begin += consumed;
-    if (code < 0) return Corrupt(path_, InflateErrorText(code));
+    if (code < 0) return r.InflateError(path_, code);
     if (produced > 0) return produced;
     if (inflater.block_state == ISAL_BLOCK_FINISH || consumed > 0) continue;
     // No progress: the inflater needs more input than is buffered.
-    if (r.eof) return Truncated(path_);
-    if (r.buffered() == r.input.size()) {
+    if (r.eof) return r.Truncated(path_);
+    if (r.buffered() == r.capacity()) {
       // A full buffer it takes nothing from: it cannot move on.
-      return Corrupt(path_, InflateErrorText(0));
+      return r.InflateError(path_, 0);
     }
     if (absl::Status s = r.Fill(path_); !s.ok()) return s;
   }

@@ -29,19 +29,24 @@ absl::Status RecordReader::Corrupt(const std::string& what) const {
                                           "' at offset ", offset_, ": ", what));
 }
 
+bool StartsWithRecordHeader(std::string_view bytes) {
+  if (bytes.size() < kRecordHeaderSize) return false;
+  const uint32_t length_crc = static_cast<uint32_t>(
+      LoadLittleEndian(bytes.data() + sizeof(uint64_t), sizeof(uint32_t)));
+  return MaskCrc32c(Crc32c(bytes.data(), sizeof(uint64_t))) == length_crc;
+}
+
 absl::StatusOr<RecordFrame> ParseRecordFrame(std::string_view bytes,
                                              uint64_t max_record_size) {
   if (bytes.size() < kRecordHeaderSize) {
     return RecordFrame{.state = RecordFrame::State::kNeedsMore,
                        .size = kRecordHeaderSize};
   }
-  const char* header = bytes.data();
-  const uint64_t length = LoadLittleEndian(header, sizeof(uint64_t));
-  const uint32_t length_crc = static_cast<uint32_t>(
-      LoadLittleEndian(header + sizeof(uint64_t), sizeof(uint32_t)));
-  if (MaskCrc32c(Crc32c(header, sizeof(uint64_t))) != length_crc) {
+  if (!StartsWithRecordHeader(bytes)) {
     return absl::DataLossError("length CRC mismatch");
   }
+  const char* header = bytes.data();
+  const uint64_t length = LoadLittleEndian(header, sizeof(uint64_t));
   if (length > max_record_size) {
     return absl::DataLossError(absl::StrCat(
         "record length ", length, " exceeds the limit of ", max_record_size));

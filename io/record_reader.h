@@ -74,6 +74,12 @@ struct RecordFrame {
 absl::StatusOr<RecordFrame> ParseRecordFrame(std::string_view bytes,
                                              uint64_t max_record_size);
 
+// True when `bytes` start with a record header whose length's CRC matches:
+// how a reader that detects gzip by content tells a TFRecord file from a
+// gzip stream when both start with gzip's magic number (a first record of
+// 35,615 bytes does), with a 2^-32 chance of a gzip stream passing.
+bool StartsWithRecordHeader(std::string_view bytes);
+
 // Every record of `bytes` (copies), or the first error.
 absl::StatusOr<std::vector<std::string>> ReadAllRecords(
     std::string_view bytes, std::string name, RecordReaderOptions options = {});

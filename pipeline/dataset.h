@@ -70,6 +70,7 @@
 #include "absl/status/statusor.h"
 #include "cosession/async/coordinator.h"
 #include "cosession/async/runtime.h"
+#include "cosession/io/file_compression.h"
 #include "cosession/pipeline/element.h"
 
 namespace cosession {
@@ -217,6 +218,10 @@ struct TextLinesOptions {
   int64_t max_line_bytes = 1 << 20;
   // Leading lines of each file to skip (a header).
   int64_t skip_lines = 0;
+  // tf.data's compression_type: kNone (""), kGzip ("GZIP"), kZlib
+  // ("ZLIB"); kDetect (the default) reads a file starting with gzip's magic
+  // number as gzip, any other as plain text.
+  FileCompression compression = FileCompression::kDetect;
   // tf.data's num_parallel_reads: 1 reads the files one after another;
   // N > 1 (or kAutotune: one per CPU) interleaves them a line at a time,
   // N files open and read ahead at once (Interleave(fn) with cycle_length
@@ -232,6 +237,12 @@ struct TFRecordsOptions {
   // A record claiming a longer length is DataLoss naming it: a corrupt
   // length must not make the reader buffer what it claims.
   int64_t max_record_bytes = int64_t{64} << 20;
+  // tf.data's compression_type: kNone (""), kGzip ("GZIP"), kZlib
+  // ("ZLIB"); kDetect (the default) reads a file as gzip when it starts
+  // with gzip's magic number and not with a valid record header (a plain
+  // file whose first record is 35,615 bytes long starts with the magic
+  // number too).
+  FileCompression compression = FileCompression::kDetect;
   // As TextLinesOptions::num_parallel_reads: N > 1 (or kAutotune)
   // interleaves the files a record at a time, N open and read ahead at
   // once (the IteratorContext needs a coordinator then).
@@ -302,22 +313,22 @@ class Dataset {
   // a step away from stop gives nothing). step != 0.
   static Dataset Range(int64_t start, int64_t stop, int64_t step = 1);
   static Dataset Range(int64_t stop) { return Range(0, stop); }
-  // One string element per line of each file in turn (plain or gzip,
-  // detected by content), read chunk by chunk on the pool -- never the whole
-  // file. Lines end at '\n'; a '\r' before it is dropped; a last line
+  // One string element per line of each file in turn (plain, gzip or zlib:
+  // TextLinesOptions::compression), read chunk by chunk on the pool -- never
+  // the whole file. Lines end at '\n'; a '\r' before it is dropped; a last line
   // without '\n' counts; empty lines are elements too. Origins are
   // "<file>:<line>". Errors: NotFound/PermissionDenied naming the file,
-  // DataLoss for corrupt gzip, InvalidArgument for an overlong line. With
-  // num_parallel_reads N > 1, the files are interleaved a line at a time,
+  // DataLoss for corrupt compressed data, InvalidArgument for an overlong line.
+  // With num_parallel_reads N > 1, the files are interleaved a line at a time,
   // N read ahead at once (TextLinesOptions).
   static Dataset TextLines(std::vector<std::string> files,
                            TextLinesOptions options = {});
   // tf.data's TFRecordDataset: one string element per record of each
   // TFRecord file in turn (the framing of TensorFlow's TFRecordWriter and
-  // of event files; plain or gzip, detected by content), read chunk by
-  // chunk on the pool. Origins are "<file>: record <n>". Errors name the
-  // file, the record and its byte offset: DataLoss for a CRC mismatch, a
-  // length above max_record_bytes or a file that ends inside a record;
+  // of event files; plain, gzip or zlib: TFRecordsOptions::compression),
+  // read chunk by chunk on the pool. Origins are "<file>: record <n>". Errors
+  // name the file, the record and its byte offset: DataLoss for a CRC mismatch,
+  // a length above max_record_bytes or a file that ends inside a record;
   // NotFound/PermissionDenied for a file that cannot be opened.
   static Dataset TFRecords(std::vector<std::string> files,
                            TFRecordsOptions options = {});

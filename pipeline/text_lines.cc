@@ -99,7 +99,8 @@ class TextLinesIterator : public ElementIterator, public LineSource {
       if (next_file_ >= files_->size()) co_return absl::OkStatus();
       const std::string path = (*files_)[next_file_++];
       LineFileReaderOptions options{.chunk_bytes = options_.chunk_bytes,
-                                    .max_line_bytes = options_.max_line_bytes};
+                                    .max_line_bytes = options_.max_line_bytes,
+                                    .compression = options_.compression};
       using Opened = absl::StatusOr<std::shared_ptr<ChunkReadAhead>>;
       // Opens the file and starts its reads, in one task on the pool.
       // Named first: a capturing lambda temporary inside co_await is

@@ -2,8 +2,9 @@
 // (tf.data's TFRecordDataset): a little-endian 64-bit length, the masked
 // CRC-32C of those 8 bytes, the data, the masked CRC-32C of the data --
 // the framing TensorFlow's TFRecordWriter and cosession's event files use
-// (io/record_writer.h). A file may be gzip (detected by content, as
-// TextLines does).
+// (io/record_writer.h). A file may be gzip or zlib (TFRecordsOptions::
+// compression; detected, gzip is told from plain by the record header's
+// CRC as well as by gzip's magic number).
 //
 // The file is read chunk by chunk on the pool (opening and reading are
 // blocking I/O); TryNext() frames the records of the bytes in memory. The
@@ -13,10 +14,10 @@
 // Errors name the file, the record (numbered from 1) and its byte offset
 // in the (uncompressed) file: DataLoss for a CRC mismatch, a length above
 // max_record_bytes, or a file that ends inside a record; the open's
-// NotFound, PermissionDenied...; DataLoss for corrupt gzip. After an error,
-// or a cancelled wait, the iterator is stopped: every later Next() returns
-// the same status (a read in flight finishes on the pool with the file it
-// shares).
+// NotFound, PermissionDenied...; DataLoss for corrupt gzip or zlib. After an
+// error, or a cancelled wait, the iterator is stopped: every later Next()
+// returns the same status (a read in flight finishes on the pool with the file
+// it shares).
 #include <boost/asio/use_awaitable.hpp>
 #include <memory>
 #include <optional>
@@ -27,6 +28,7 @@
 #include "absl/strings/str_join.h"
 #include "cosession/io/maybe_gzip_file.h"
 #include "cosession/io/record_reader.h"
+#include "cosession/io/record_writer.h"
 #include "cosession/pipeline/detail/on_pool.h"
 #include "cosession/pipeline/detail/stages.h"
 
@@ -96,11 +98,16 @@ class TFRecordsIterator : public ElementIterator {
     if (file_ == nullptr) {
       const std::string path = (*files_)[next_file_++];
       const size_t buffer_bytes = static_cast<size_t>(options_.chunk_bytes);
+      const FileCompression compression = options_.compression;
       // Named first: a capturing lambda temporary inside co_await is freed
       // too early by g++ 12 (docs/async_pitfalls.md, item 4).
-      auto open = [path, buffer_bytes]() -> absl::StatusOr<File> {
+      auto open = [path, buffer_bytes, compression]() -> absl::StatusOr<File> {
+        // Detecting, a file that starts with a valid record header is
+        // plain even when its first bytes are gzip's magic number.
+        const PlainPrefix record_header{.bytes = kRecordHeaderSize,
+                                        .matches = StartsWithRecordHeader};
         absl::StatusOr<MaybeGzipFile> file =
-            MaybeGzipFile::Open(path, buffer_bytes);
+            MaybeGzipFile::Open(path, buffer_bytes, compression, record_header);
         if (!file.ok()) return file.status();
         return std::make_shared<MaybeGzipFile>(*std::move(file));
       };

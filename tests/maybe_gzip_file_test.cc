@@ -20,11 +20,19 @@ using testing::ReadBytes;
 using testing::ScratchDir;
 using testing::WriteFile;
 using testing::WriteGzip;
+using testing::ZlibBytes;
+
+bool Contains(const absl::Status& s, absl::string_view text) {
+  return s.message().find(text) != absl::string_view::npos;
+}
 
 // The whole file through Read calls of `read_size` bytes.
-absl::StatusOr<std::string> ReadAll(const std::string& path,
-                                    size_t buffer_bytes, size_t read_size) {
-  absl::StatusOr<MaybeGzipFile> file = MaybeGzipFile::Open(path, buffer_bytes);
+absl::StatusOr<std::string> ReadAll(
+    const std::string& path, size_t buffer_bytes, size_t read_size,
+    FileCompression compression = FileCompression::kDetect,
+    PlainPrefix plain_prefix = {}) {
+  absl::StatusOr<MaybeGzipFile> file =
+      MaybeGzipFile::Open(path, buffer_bytes, compression, plain_prefix);
   if (!file.ok()) return file.status();
   std::string all;
   std::string chunk(read_size, '\0');
@@ -230,6 +238,107 @@ TEST(MaybeGzipFile, AfterAnErrorEveryReadReturnsIt) {
     absl::StatusOr<size_t> n = file->Read(chunk.data(), chunk.size());
     EXPECT_EQ(n.status(), first) << "read " << again << " after the error";
   }
+}
+
+TEST(MaybeGzipFile, ZlibStreamsComeOutWholeForEveryBufferAndReadSize) {
+  ScratchDir dir;
+  const std::string path = dir / "rows.zlib";
+  // Two streams back to back, the second empty, then a third.
+  WriteFile(path, ZlibBytes(Rows(20000)) + ZlibBytes("") + ZlibBytes("end\n"));
+  for (size_t buffer : {64, 1000, 1 << 16}) {
+    for (size_t read : {1, 777, 1 << 20}) {
+      absl::StatusOr<std::string> got =
+          ReadAll(path, buffer, read, FileCompression::kZlib);
+      ASSERT_TRUE(got.ok()) << got.status() << " buffer " << buffer;
+      EXPECT_TRUE(*got == Rows(20000) + "end\n")
+          << "buffer " << buffer << ", reads of " << read;
+    }
+  }
+  // An empty file is empty.
+  WriteFile(path, "");
+  absl::StatusOr<std::string> empty =
+      ReadAll(path, 64, 100, FileCompression::kZlib);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_EQ(*empty, "");
+}
+
+TEST(MaybeGzipFile, EveryDamageToAZlibStreamIsDataLossSayingWhat) {
+  ScratchDir dir;
+  const std::string good = ZlibBytes(Rows(300));
+  const std::string path = dir / "bad.zlib";
+  auto read_damaged = [&](const std::string& bytes) {
+    WriteFile(path, bytes);
+    absl::StatusOr<std::string> got =
+        ReadAll(path, 64, 4096, FileCompression::kZlib);
+    EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+    EXPECT_TRUE(Contains(got.status(), path + ": corrupt zlib data: "))
+        << got.status();
+    return got.status();
+  };
+  std::string bytes = good;
+  bytes.back() = static_cast<char>(bytes.back() ^ 1);  // the Adler-32
+  EXPECT_TRUE(Contains(read_damaged(bytes), "Adler-32 mismatch"));
+  bytes = good;
+  bytes[1] = static_cast<char>(bytes[1] ^ 1);  // the header's check bits
+  EXPECT_TRUE(Contains(read_damaged(bytes), "incorrect header check"));
+  EXPECT_TRUE(Contains(read_damaged("\x79\x9c"), "compression method 9"));
+  EXPECT_TRUE(Contains(read_damaged("\x88\x98"), "invalid window size"));
+  EXPECT_TRUE(Contains(read_damaged("\x78\xbb"), "preset dictionary"));
+  for (size_t keep : {size_t{1}, size_t{2}, good.size() / 2, good.size() - 1}) {
+    EXPECT_TRUE(Contains(read_damaged(good.substr(0, keep)), "truncated"))
+        << "kept " << keep;
+  }
+  // Bytes after a stream must start another: none are silently dropped.
+  EXPECT_TRUE(Contains(read_damaged(good + std::string("\x78\x00junk", 6)),
+                       "incorrect header check"));
+}
+
+TEST(MaybeGzipFile, ANamedCompressionIsReadAsNamed) {
+  ScratchDir dir;
+  WriteGzip(dir / "a.gz", "text\n");
+  const std::string gzip = ReadBytes(dir / "a.gz");
+  // kNone: the bytes as they are, gzip or not.
+  absl::StatusOr<std::string> got =
+      ReadAll(dir / "a.gz", 64, 100, FileCompression::kNone);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, gzip);
+  got = ReadAll(dir / "a.gz", 64, 100, FileCompression::kGzip);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "text\n");
+  // kGzip of a file that is not gzip says so; detecting, it is plain.
+  WriteFile(dir / "plain", "text\n");
+  got = ReadAll(dir / "plain", 64, 100, FileCompression::kGzip);
+  EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
+  EXPECT_TRUE(Contains(got.status(), "plain: corrupt gzip data: not a gzip"))
+      << got.status();
+  // A zlib stream is not detected: it is read as plain bytes.
+  WriteFile(dir / "z", ZlibBytes("text\n"));
+  got = ReadAll(dir / "z", 64, 100);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, ZlibBytes("text\n"));
+}
+
+// What TFRecords detection relies on: a prefix the caller recognises keeps
+// a file plain although it starts with gzip's magic number.
+TEST(MaybeGzipFile, APlainPrefixKeepsAFileThatStartsLikeGzipPlain) {
+  ScratchDir dir;
+  const std::string plain = "\x1f\x8b\x08\x01MARK and more";
+  WriteFile(dir / "marked", plain);
+  const PlainPrefix marked{.bytes = 8, .matches = [](std::string_view prefix) {
+                             return prefix.substr(4) == "MARK";
+                           }};
+  absl::StatusOr<std::string> got =
+      ReadAll(dir / "marked", 64, 100, FileCompression::kDetect, marked);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, plain);
+  // A gzip file the prefix does not match is still gzip.
+  WriteGzip(dir / "a.gz", Rows(100));
+  got = ReadAll(dir / "a.gz", 64, 100, FileCompression::kDetect, marked);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(*got == Rows(100));
+  // Without the prefix the marked file is (damaged) gzip.
+  got = ReadAll(dir / "marked", 64, 100);
+  EXPECT_TRUE(absl::IsDataLoss(got.status())) << got.status();
 }
 
 TEST(MaybeGzipFile, AMissingFileIsNotFoundNamingIt) {

@@ -1593,6 +1593,63 @@ CO_TEST(Pipeline, TFRecordsWithParallelReadsInterleavesTheFilesByRecord) {
       co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
 }
 
+// tf.data's compression_type, and detection that never misreads a plain
+// file: one whose first record is 35,615 bytes long starts with gzip's
+// magic number (its length's low bytes), and is plain by its header's CRC.
+CO_TEST(Pipeline, TFRecordsReadTheirCompressionAndDetectGzipSafely) {
+  ScratchDir dir;
+  using testing::TfRecordFrame;
+  const std::vector<std::string> want{std::string(35615, 'r'), "second"};
+  const std::string bytes = TfRecordFrame(want[0]) + TfRecordFrame(want[1]);
+  CO_ASSERT_TRUE(bytes.substr(0, 2) == "\x1f\x8b");
+  WriteFile(dir / "plain.tfrecord", bytes);
+  WriteGzip(dir / "gzip.tfrecord", bytes);
+  WriteFile(dir / "zlib.tfrecord", testing::ZlibBytes(bytes));
+  struct Case {
+    std::string file;
+    FileCompression compression;
+    bool ok;
+  };
+  const std::vector<Case> cases{
+      {"plain.tfrecord", FileCompression::kDetect, true},
+      {"plain.tfrecord", FileCompression::kNone, true},
+      {"gzip.tfrecord", FileCompression::kDetect, true},
+      {"gzip.tfrecord", FileCompression::kGzip, true},
+      {"zlib.tfrecord", FileCompression::kZlib, true},
+      // The wrong compression named is DataLoss naming the file.
+      {"plain.tfrecord", FileCompression::kGzip, false},
+      {"gzip.tfrecord", FileCompression::kZlib, false},
+      {"zlib.tfrecord", FileCompression::kNone, false},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir / c.file;
+    Dataset records = Dataset::TFRecords(
+        {path}, {.chunk_bytes = 1000, .compression = c.compression});
+    Drained d = co_await Drain(records, Context());
+    const std::string what = absl::StrCat(c.file, " as compression ",
+                                          static_cast<int>(c.compression));
+    if (c.ok) {
+      EXPECT_TRUE(d.end.ok()) << what << ": " << d.end;
+      EXPECT_TRUE(d.texts == want) << what;
+    } else {
+      EXPECT_TRUE(absl::IsDataLoss(d.end)) << what << ": " << d.end;
+      EXPECT_TRUE(absl::StrContains(d.end.message(), path)) << d.end;
+      EXPECT_TRUE(d.texts.empty()) << what;
+    }
+  }
+}
+
+CO_TEST(Pipeline, TextLinesReadZlibWhenToldTo) {
+  ScratchDir dir;
+  WriteFile(dir / "a.zlib", testing::ZlibBytes("one\ntwo\n"));
+  Dataset lines = Dataset::TextLines(
+      {dir / "a.zlib"},
+      {.chunk_bytes = 3, .compression = FileCompression::kZlib});
+  Drained d = co_await Drain(lines, Context());
+  EXPECT_TRUE(d.end.ok()) << d.end;
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"one", "two"}));
+}
+
 CO_TEST(Pipeline, CsvRowsParseWithFileAndLineInErrors) {
   ScratchDir dir;
   WriteFile(dir / "rows.csv", "1,2,0\n\n3,4,1\n5,6,7\n");

@@ -45,6 +45,18 @@ inline std::string GzipBytes(const std::string& text) {
   return out;
 }
 
+// `text` as one zlib stream (RFC 1950), made by zlib.
+inline std::string ZlibBytes(const std::string& text) {
+  uLongf size = compressBound(static_cast<uLong>(text.size()));
+  std::string out(size, '\0');
+  EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(out.data()), &size,
+                      reinterpret_cast<const Bytef*>(text.data()),
+                      static_cast<uLong>(text.size()), Z_DEFAULT_COMPRESSION),
+            Z_OK);
+  out.resize(size);
+  return out;
+}
+
 inline std::string ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
