@@ -26,7 +26,8 @@
 //   <export_dir>/<global step>/model.json, variables.safetensors
 // Run it again with the same --checkpoint_dir and it resumes from the saved
 // step (the input pipeline too, at the batch the checkpoint saved); raise
-// --max_steps to train further.
+// --max_steps to train further (a run that starts at --max_steps or past
+// it trains no step, as Estimator.train skips training then).
 //
 // Ctrl-C or SIGTERM stops it cleanly: the step loop ends, every hook's End
 // runs (a final checkpoint), and it exits with 130 or 143; a second Ctrl-C
@@ -433,10 +434,26 @@ asio::awaitable<absl::Status> Train(Flags f, Interrupt* interrupt) {
   Say(absl::StrFormat("training on %s, starting at batch %d", data.source,
                       input->last_start_batch()));
 
+  // A run resumed at --max_steps or past it trains no further, as
+  // Estimator.train skips training then: the stop-at-step hook, like
+  // TensorFlow's, would run one step before it stops.
+  RunArgs read_step{.fetches = {model.global_step}};
+  auto restored =
+      co_await session.raw_session().Run(read_step, asio::use_awaitable);
+  if (!restored.ok()) co_return restored.status();
+  const int64_t restored_step = (*restored)[0].scalar<int64_t>();
+  const bool trained_already = restored_step >= f.max_steps;
+  if (trained_already) {
+    Say(
+        absl::StrFormat("skipping training: the checkpoint in %s is at global "
+                        "step %d, --max_steps=%d reached",
+                        f.checkpoint_dir, restored_step, f.max_steps));
+  }
+
   const auto start = std::chrono::steady_clock::now();
   RunArgs step{.targets = {model.train}};
   absl::Status failure;
-  while (!session.ShouldStop()) {
+  while (!trained_already && !session.ShouldStop()) {
     auto ran = co_await session.Run(step, asio::use_awaitable);
     if (!ran.ok() && !absl::IsOutOfRange(ran.status()) &&
         !(absl::IsCancelled(ran.status()) && interrupt->signal != 0)) {

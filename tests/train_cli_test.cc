@@ -404,18 +404,28 @@ CO_TEST(TrainCli, ExportsAModelAnotherProcessLoadsAndThatPredictsTheSame) {
   EXPECT_EQ((*want)[0].DebugString(1000), (*got)[0].DebugString(1000));
   EXPECT_EQ((*want)[1].DebugString(1000), (*got)[1].DebugString(1000));
 
-  // A rerun resumes, runs one step (as TensorFlow's StopAtStepHook does
-  // past its last step) and would export version 41: a version that
-  // exists is left as it is, and said so.
-  fs::create_directories(dir / "export/41");
+  // A rerun resumes at --max_steps and trains no further (as
+  // Estimator.train skips training; the stop-at-step hook alone would run
+  // one more step): version 40 exists, and is left as it is.
+  const std::string variables = dir / "export/40/variables.safetensors";
+  const auto written = fs::last_write_time(variables);
   Finished rerun =
       RunTrain({"--checkpoint_dir=" + (dir / "ckpt"),
                 "--export_dir=" + (dir / "export"), "--max_steps=40"});
   EXPECT_EQ(rerun.exit_code, 0) << rerun.output;
-  EXPECT_NE(rerun.output.find("not exported: version 41 already exists"),
+  EXPECT_NE(rerun.output.find("skipping training: the checkpoint in " +
+                              (dir / "ckpt") +
+                              " is at global step 40, --max_steps=40 reached"),
             std::string::npos)
       << rerun.output;
-  EXPECT_TRUE(fs::is_empty(dir / "export/41"));
+  EXPECT_NE(rerun.output.find("not exported: version 40 already exists"),
+            std::string::npos)
+      << rerun.output;
+  EXPECT_NE(rerun.output.find("stopped at global step 40"), std::string::npos)
+      << rerun.output;
+  EXPECT_FALSE(fs::exists(dir / "export/41"));
+  EXPECT_FALSE(fs::exists(dir / "ckpt/model.ckpt-41.safetensors"));
+  EXPECT_EQ(fs::last_write_time(variables), written);
 }
 
 }  // namespace
