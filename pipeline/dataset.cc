@@ -396,6 +396,24 @@ Dataset Dataset::Filter(Predicate pred) const {
   return FromNode(detail::FilterNode(node_, std::move(pred)));
 }
 
+Dataset Dataset::TakeWhile(Predicate pred) const {
+  if (!ok()) return *this;
+  if (!pred) {
+    return Failed(ArgumentError(*this, "TakeWhile", "the predicate is empty"));
+  }
+  return FromNode(detail::TakeWhileNode(node_, std::move(pred)));
+}
+
+Dataset Dataset::Scan(Element initial_state, ScanFunction fn,
+                      ScanOptions options) const {
+  if (!ok()) return *this;
+  if (!fn) {
+    return Failed(ArgumentError(*this, "Scan", "the scan function is empty"));
+  }
+  return FromNode(detail::ScanNode(node_, std::move(initial_state),
+                                   std::move(fn), std::move(options)));
+}
+
 Dataset Dataset::Shuffle(int64_t buffer_size, uint64_t seed,
                          bool reshuffle_each_iteration) const {
   if (!ok()) return *this;

@@ -158,6 +158,22 @@ using AsyncMapFunction =
     std::function<boost::asio::awaitable<absl::StatusOr<Element>>(Element)>;
 using Predicate = std::function<absl::StatusOr<bool>(const Element&)>;
 
+// What a Scan function returns for one element: the state the next element
+// sees, and the element to yield.
+struct ScanStep {
+  Element state;
+  Element output;
+};
+using ScanFunction =
+    std::function<absl::StatusOr<ScanStep>(const Element& state, Element)>;
+
+struct ScanOptions {
+  // What the function yields; unset = unknown (as Map's).
+  std::optional<ElementSpec> output_spec{};
+  // For messages: "Scan(<name>)".
+  std::string name{};
+};
+
 class Dataset;
 // What FlatMap makes of one element: a dataset (Dataset::Failed for an
 // error).
@@ -400,6 +416,30 @@ class Dataset {
   Dataset Interleave(FlatMapFunction fn, InterleaveOptions options = {}) const;
   // The elements for which pred is true, in order.
   Dataset Filter(Predicate pred) const;
+  // tf.data's take_while: the elements up to the first for which pred is
+  // false, which ends the stream (the input is not read further). pred's
+  // error is passed on, as Filter's.
+  Dataset TakeWhile(Predicate pred) const;
+  // tf.data's scan: a state carried through the stream, starting at
+  // initial_state in every iterator. For each element, fn(state, element)
+  // returns the next state (as many components as initial_state, each of
+  // the same kind and dtype; shapes may change) and the element to yield:
+  //   // A running sum of int64 scalars, yielded beside each element.
+  //   Dataset sums = numbers.Scan(
+  //       MakeElement({Tensor::Scalar<int64_t>(0)}),
+  //       [](const Element& sum, Element e) -> absl::StatusOr<ScanStep> {
+  //         Tensor next = Tensor::Scalar<int64_t>(
+  //             sum.tensor(0).scalar<int64_t>() +
+  //             e.tensor(0).scalar<int64_t>());
+  //         return ScanStep{.state = MakeElement({next}),
+  //                         .output = MakeElement({e.tensor(0), next})};
+  //       });
+  // fn's error, or a state of another structure (InvalidArgument naming
+  // the component and the element's origin), ends the stream with it, as
+  // Map's; Skip runs fn over the skipped elements, so a resumed stream has
+  // the state it had there.
+  Dataset Scan(Element initial_state, ScanFunction fn,
+               ScanOptions options = {}) const;
   // TensorFlow's shuffle: a buffer of buffer_size elements; each output is
   // drawn uniformly from the buffer (refilled from the input); seeded, so
   // the same seed gives the same stream; with reshuffle_each_iteration, each

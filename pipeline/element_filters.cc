@@ -1,7 +1,11 @@
 // The stages that pass their input's elements through unchanged: Filter,
-// Take, Skip, Shard, Repeat (tf.data's semantics).
-//   Filter   the elements for which pred is true; pred's error ends the
-//            stream with it, an exception becomes Internal.
+// TakeWhile, Take, Skip, Shard, Repeat (tf.data's semantics).
+//   Filter   the elements for which pred is true; pred's error is passed
+//            on (the next call goes on with the next element), an
+//            exception becomes Internal.
+//   TakeWhile  the elements up to the first for which pred is false, which
+//            ends the stream without reading further; pred's errors as
+//            Filter's.
 //   Take     the first count (-1: all); Skip the rest after count (-1: all).
 //   Shard    the elements at positions index, index + num_shards, ...: one
 //            worker's share of the input (an error at another worker's
@@ -96,6 +100,61 @@ class FilterDataset : public PassThroughDataset {
   }
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Filter()");
+  }
+
+ private:
+  std::shared_ptr<const Predicate> pred_;
+};
+
+class TakeWhileIterator : public ElementIterator {
+ public:
+  TakeWhileIterator(std::unique_ptr<ElementIterator> input,
+                    std::shared_ptr<const Predicate> pred)
+      : input_(std::move(input)), pred_(std::move(pred)) {}
+
+  std::optional<Result> TryNext() override {
+    if (ended_) return Result(std::optional<Element>());
+    std::optional<Result> in = input_->TryNext();
+    if (!in.has_value()) return std::nullopt;
+    return Check(*std::move(in));
+  }
+  asio::awaitable<Result> Next() override {
+    if (ended_) co_return std::optional<Element>();
+    co_return Check(co_await NextOf(*input_));
+  }
+
+ private:
+  Result Check(Result in) {
+    if (!in.ok() || !in->has_value()) return in;
+    absl::StatusOr<bool> keep = absl::UnknownError("");
+    try {
+      keep = (*pred_)(**in);
+    } catch (...) {
+      return Result(StatusFromException(std::current_exception(), "TakeWhile"));
+    }
+    if (!keep.ok()) return Result(keep.status());
+    if (*keep) return in;
+    ended_ = true;
+    return Result(std::optional<Element>());
+  }
+  std::unique_ptr<ElementIterator> input_;
+  std::shared_ptr<const Predicate> pred_;
+  bool ended_ = false;
+};
+
+class TakeWhileDataset : public PassThroughDataset {
+ public:
+  TakeWhileDataset(Node input, Predicate pred)
+      : PassThroughDataset(std::move(input)),
+        pred_(std::make_shared<const Predicate>(std::move(pred))) {}
+  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
+      const IteratorContext& context) const override {
+    auto input = input_->MakeIterator(context);
+    if (!input.ok()) return input.status();
+    return std::make_unique<TakeWhileIterator>(*std::move(input), pred_);
+  }
+  std::string DebugString() const override {
+    return absl::StrCat(input_->DebugString(), ".TakeWhile()");
   }
 
  private:
@@ -420,6 +479,9 @@ class RepeatDataset : public PassThroughDataset {
 
 Node FilterNode(Node input, Predicate pred) {
   return std::make_shared<FilterDataset>(std::move(input), std::move(pred));
+}
+Node TakeWhileNode(Node input, Predicate pred) {
+  return std::make_shared<TakeWhileDataset>(std::move(input), std::move(pred));
 }
 Node TakeNode(Node input, int64_t count) {
   return std::make_shared<TakeDataset>(std::move(input), count);

@@ -238,6 +238,207 @@ CO_TEST(Pipeline, RepeatSkipsWholePassesOfADeterministicInputByCounting) {
   EXPECT_TRUE(rest.end.ok()) << rest.end;
 }
 
+// The identity, as a coroutine: the stage after it takes the Next() path
+// rather than TryNext's.
+Dataset Awaited(Dataset d) {
+  return d.Map(
+      [](Element e) -> asio::awaitable<absl::StatusOr<Element>> {
+        co_return e;
+      },
+      {.output_spec = d.spec()});
+}
+
+CO_TEST(Pipeline, TakeWhileEndsAtTheFirstFalseWithoutReadingFurther) {
+  auto looked_at = std::make_shared<std::atomic<int64_t>>(0);
+  auto counted = [looked_at](const Element&) -> absl::StatusOr<bool> {
+    looked_at->fetch_add(1);
+    return true;
+  };
+  auto below_four = [](const Element& e) -> absl::StatusOr<bool> {
+    return Int(e.tensor(0)) < 4;
+  };
+  for (bool awaited : {false, true}) {
+    looked_at->store(0);
+    Dataset input = Dataset::Range(10).Filter(counted);
+    if (awaited) input = Awaited(input);
+    Dataset head = input.TakeWhile(below_four);
+    EXPECT_EQ(head.DebugString(),
+              awaited ? "Range(0, 10, 1).Filter().Map().TakeWhile()"
+                      : "Range(0, 10, 1).Filter().TakeWhile()");
+    auto it = head.MakeIterator(Context());
+    CO_ASSERT_OK(it.status());
+    Drained d = co_await DrainIterator(**it);
+    EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3})) << "awaited " << awaited;
+    EXPECT_TRUE(d.end.ok()) << d.end;
+    // 4 ended it; after the end nothing more is read.
+    ElementIterator::Result again = co_await NextOf(**it);
+    EXPECT_TRUE(again.ok() && !again->has_value());
+    EXPECT_EQ(looked_at->load(), 5) << "awaited " << awaited;
+  }
+  // Each pass of a Repeat starts again.
+  Dataset twice = Dataset::Range(10).TakeWhile(below_four).Repeat(2);
+  Drained d = co_await Drain(twice, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3, 0, 1, 2, 3}));
+
+  // The predicate's error is passed on, as Filter's; a throw is Internal.
+  auto fussy = [](const Element& e) -> absl::StatusOr<bool> {
+    if (Int(e.tensor(0)) == 1) return absl::InvalidArgumentError("one");
+    if (Int(e.tensor(0)) == 2) throw std::runtime_error("two");
+    return Int(e.tensor(0)) < 4;
+  };
+  auto it = Dataset::Range(10).TakeWhile(fussy).MakeIterator(Context());
+  CO_ASSERT_OK(it.status());
+  std::vector<std::string> seen;
+  for (int i = 0; i < 6; ++i) {
+    ElementIterator::Result next = co_await NextOf(**it);
+    seen.push_back(!next.ok()          ? next.status().ToString()
+                   : next->has_value() ? std::to_string(Int((*next)->tensor(0)))
+                                       : "end");
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"0", "INVALID_ARGUMENT: one",
+                                            "INTERNAL: TakeWhile threw: two",
+                                            "3", "end", "end"}));
+  Dataset empty = Dataset::Range(3).TakeWhile(nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
+}
+
+// A running sum, yielded beside each element.
+absl::StatusOr<ScanStep> RunningSum(const Element& sum, Element e) {
+  Tensor next = Tensor::Scalar<int64_t>(Int(sum.tensor(0)) + Int(e.tensor(0)));
+  return ScanStep{.state = MakeElement({next}),
+                  .output = MakeElement({e.tensor(0), next})};
+}
+
+CO_TEST(Pipeline, ScanCarriesItsStateThroughEveryPathAndRestartsPerIterator) {
+  using Rows = std::vector<std::vector<int64_t>>;
+  const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
+  const Rows sums{{1, 1}, {2, 3}, {3, 6}, {4, 10}, {5, 15}};
+  for (bool awaited : {false, true}) {
+    Dataset input = Dataset::Range(1, 6);
+    if (awaited) input = Awaited(input);
+    Dataset scanned = input.Scan(zero, RunningSum, {.name = "sum"});
+    EXPECT_TRUE(scanned.deterministic());
+    EXPECT_FALSE(scanned.spec().has_value());
+    EXPECT_TRUE(absl::EndsWith(scanned.DebugString(), ".Scan(sum)"));
+    Drained d = co_await Drain(scanned, Context());
+    EXPECT_EQ(d.elements, sums) << "awaited " << awaited;
+    EXPECT_TRUE(d.end.ok()) << d.end;
+    // Skip runs the function over what it skips: the sums go on from there.
+    auto it = scanned.MakeIterator(Context());
+    CO_ASSERT_OK(it.status());
+    absl::StatusOr<int64_t> skipped = co_await (*it)->Skip(2);
+    CO_ASSERT_OK(skipped.status());
+    EXPECT_EQ(*skipped, 2);
+    d = co_await DrainIterator(**it);
+    EXPECT_EQ(d.elements, (Rows{{3, 6}, {4, 10}, {5, 15}}));
+  }
+  // Every iterator, and so every pass of a Repeat, starts at the initial
+  // state; Batch stacks the outputs as any other elements.
+  Dataset repeated =
+      Dataset::Range(1, 4)
+          .Scan(zero, RunningSum,
+                {.output_spec =
+                     ElementSpec{ComponentSpec::Scalar(DType::kInt64),
+                                 ComponentSpec::Scalar(DType::kInt64)}})
+          .Repeat(2)
+          .Batch(3);
+  EXPECT_EQ(ElementSpecString(*repeated.spec()), "(int64 [?], int64 [?])");
+  Drained d = co_await Drain(repeated, Context());
+  EXPECT_EQ(d.elements, (Rows{{1, 2, 3, 1, 3, 6}, {1, 2, 3, 1, 3, 6}}));
+  Dataset empty = Dataset::Range(3).Scan(zero, nullptr);
+  EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
+}
+
+CO_TEST(Pipeline, ScanErrorsEndTheStreamNamingTheElement) {
+  const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
+  // Elements that say where they came from, as a file's lines do.
+  std::vector<Element> rows;
+  for (int64_t i = 1; i <= 4; ++i) {
+    Element e = MakeElement({Tensor::Scalar<int64_t>(i)});
+    e.origin = {.kind = ElementOrigin::Kind::kFileLine,
+                .source = std::make_shared<const std::string>("rows.txt"),
+                .index = i};
+    rows.push_back(std::move(e));
+  }
+  auto ends_at_three = [&](ScanFunction fn) -> asio::awaitable<Drained> {
+    auto it = Dataset::FromElements(rows)
+                  .Scan(zero, std::move(fn), {.name = "s"})
+                  .MakeIterator(Context());
+    if (!it.ok()) {
+      Drained failed;
+      failed.end = it.status();
+      co_return failed;
+    }
+    Drained d = co_await DrainIterator(**it);
+    // The error stays: the state after it is not known.
+    ElementIterator::Result again = co_await NextOf(**it);
+    EXPECT_EQ(again.status(), d.end);
+    EXPECT_EQ(d.elements, Scalars({1, 2})) << d.end;
+    co_return d;
+  };
+  // A state of another structure: a string, or another dtype.
+  ScanFunction to_string = [](const Element& sum,
+                              Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) {
+      Element text;
+      text.components.emplace_back(std::string("three"));
+      return ScanStep{.state = text, .output = e};
+    }
+    return ScanStep{.state = sum, .output = e};
+  };
+  Drained d = co_await ends_at_three(to_string);
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_EQ(d.end.message(),
+            "Scan(s): rows.txt:3: the new state's component 0 is a string, "
+            "the initial state's a int64 tensor");
+  ScanFunction to_float = [](const Element& sum,
+                             Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) {
+      return ScanStep{.state = MakeElement({Tensor::Scalar<float>(3)}),
+                      .output = e};
+    }
+    return ScanStep{.state = sum, .output = e};
+  };
+  d = co_await ends_at_three(to_float);
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "is a float tensor")) << d.end;
+  ScanFunction two_parts = [](const Element& sum,
+                              Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) {
+      return ScanStep{.state = MakeElement({sum.tensor(0), sum.tensor(0)}),
+                      .output = e};
+    }
+    return ScanStep{.state = sum, .output = e};
+  };
+  d = co_await ends_at_three(two_parts);
+  EXPECT_TRUE(absl::StrContains(
+      d.end.message(), "the new state has 2 components, the initial state 1"))
+      << d.end;
+  // The function's own error; OutOfRange is not taken for the end; a throw
+  // is Internal.
+  ScanFunction failing = [](const Element& sum,
+                            Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) return absl::DataLossError("bad row");
+    return ScanStep{.state = sum, .output = e};
+  };
+  d = co_await ends_at_three(failing);
+  EXPECT_EQ(d.end, absl::DataLossError("bad row"));
+  ScanFunction out_of_range = [](const Element& sum,
+                                 Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) return absl::OutOfRangeError("done");
+    return ScanStep{.state = sum, .output = e};
+  };
+  d = co_await ends_at_three(out_of_range);
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  ScanFunction throwing = [](const Element& sum,
+                             Element e) -> absl::StatusOr<ScanStep> {
+    if (Int(e.tensor(0)) == 3) throw std::runtime_error("oops");
+    return ScanStep{.state = sum, .output = e};
+  };
+  d = co_await ends_at_three(throwing);
+  EXPECT_TRUE(absl::IsInternal(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "Scan(s) threw")) << d.end;
+}
+
 // ------------------------------------------------------------ combinators
 
 CO_TEST(Pipeline, ConcatenateZipAndEnumerateAsTfData) {

@@ -59,6 +59,10 @@ Node TakeNode(Node input, int64_t count);
 Node SkipNode(Node input, int64_t count);
 Node ShardNode(Node input, int64_t num_shards, int64_t index);
 Node RepeatNode(Node input, int64_t count);
+Node TakeWhileNode(Node input, Predicate pred);
+// pipeline/scan.cc
+Node ScanNode(Node input, Element initial_state, ScanFunction fn,
+              ScanOptions options);
 // pipeline/combine.cc: the stages that combine streams. `spec` is the
 // common spec of both inputs (Dataset::Concatenate checks they agree).
 Node ConcatenateNode(Node first, Node second, std::optional<ElementSpec> spec);
