@@ -141,53 +141,7 @@ class BatchIterator : public BatchingIterator {
 
  protected:
   Result Stack(std::vector<Element>& elements) override {
-    const Element& first = elements[0];
-    Element batch;
-    batch.origin = first.origin;
-    const int64_t k = static_cast<int64_t>(elements.size());
-    for (size_t c = 0; c < first.size(); ++c) {
-      const Tensor* head = std::get_if<Tensor>(&first.components[c]);
-      if (head == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            stage(), ": component ", c, " is a string; only tensors batch"));
-      }
-      TensorShape shape{k};
-      for (int64_t d : head->shape().dim_sizes()) shape.AddDim(d);
-      Tensor out = Tensor::Allocate(head->dtype(), shape);
-      const size_t bytes = head->TotalBytes();
-      char* dst = static_cast<char*>(out.raw_data());
-      for (size_t i = 0; i < elements.size(); ++i) {
-        const Element& e = elements[i];
-        if (e.size() != first.size()) {
-          return ComponentCountError(stage(), first, e, i);
-        }
-        const Tensor* t = std::get_if<Tensor>(&e.components[c]);
-        if (t == nullptr || t->dtype() != head->dtype() ||
-            t->shape() != head->shape()) {
-          // TensorFlow's sentence first (its tests match it), then the
-          // dtypes when they differ too.
-          const std::string other =
-              t == nullptr ? std::string("a string")
-                           : absl::StrCat("shape ", t->shape().DebugString());
-          const std::string dtypes =
-              t != nullptr && t->dtype() != head->dtype()
-                  ? absl::StrCat(
-                        " Their dtypes differ: ", DTypeName(head->dtype()),
-                        " and ", DTypeName(t->dtype()), ".")
-                  : std::string();
-          return absl::InvalidArgumentError(absl::StrCat(
-              stage(), ": ",
-              e.origin.Describe(absl::StrCat(
-                  "Cannot batch tensors with different shapes in component ", c,
-                  ". First element had shape ", head->shape().DebugString(),
-                  " and element ", i, " had ", other, ".", dtypes,
-                  " (PaddedBatch pads different lengths.)"))));
-        }
-        if (bytes > 0) std::memcpy(dst + i * bytes, t->raw_data(), bytes);
-      }
-      batch.components.emplace_back(std::move(out));
-    }
-    return std::optional<Element>(std::move(batch));
+    return StackElements(elements, stage());
   }
 };
 
@@ -422,6 +376,57 @@ class PaddedBatchDataset : public DatasetNode {
 };
 
 }  // namespace
+
+ElementIterator::Result StackElements(const std::vector<Element>& elements,
+                                      const std::string& stage) {
+  const Element& first = elements[0];
+  Element batch;
+  batch.origin = first.origin;
+  const int64_t k = static_cast<int64_t>(elements.size());
+  for (size_t c = 0; c < first.size(); ++c) {
+    const Tensor* head = std::get_if<Tensor>(&first.components[c]);
+    if (head == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          stage, ": component ", c, " is a string; only tensors batch"));
+    }
+    TensorShape shape{k};
+    for (int64_t d : head->shape().dim_sizes()) shape.AddDim(d);
+    Tensor out = Tensor::Allocate(head->dtype(), shape);
+    const size_t bytes = head->TotalBytes();
+    char* dst = static_cast<char*>(out.raw_data());
+    for (size_t i = 0; i < elements.size(); ++i) {
+      const Element& e = elements[i];
+      if (e.size() != first.size()) {
+        return ComponentCountError(stage, first, e, i);
+      }
+      const Tensor* t = std::get_if<Tensor>(&e.components[c]);
+      if (t == nullptr || t->dtype() != head->dtype() ||
+          t->shape() != head->shape()) {
+        // TensorFlow's sentence first (its tests match it), then the
+        // dtypes when they differ too.
+        const std::string other =
+            t == nullptr ? std::string("a string")
+                         : absl::StrCat("shape ", t->shape().DebugString());
+        const std::string dtypes =
+            t != nullptr && t->dtype() != head->dtype()
+                ? absl::StrCat(
+                      " Their dtypes differ: ", DTypeName(head->dtype()),
+                      " and ", DTypeName(t->dtype()), ".")
+                : std::string();
+        return absl::InvalidArgumentError(absl::StrCat(
+            stage, ": ",
+            e.origin.Describe(absl::StrCat(
+                "Cannot batch tensors with different shapes in component ", c,
+                ". First element had shape ", head->shape().DebugString(),
+                " and element ", i, " had ", other, ".", dtypes,
+                " (PaddedBatch pads different lengths.)"))));
+      }
+      if (bytes > 0) std::memcpy(dst + i * bytes, t->raw_data(), bytes);
+    }
+    batch.components.emplace_back(std::move(out));
+  }
+  return std::optional<Element>(std::move(batch));
+}
 
 Node BatchNode(Node input, int64_t batch_size, bool drop_remainder) {
   if (const auto* fusable = dynamic_cast<const BatchFusable*>(input.get())) {

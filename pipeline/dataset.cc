@@ -404,6 +404,18 @@ Dataset Dataset::TakeWhile(Predicate pred) const {
   return FromNode(detail::TakeWhileNode(node_, std::move(pred)));
 }
 
+Dataset Dataset::Window(WindowOptions options) const {
+  if (!ok()) return *this;
+  if (!options.shift.has_value()) options.shift = options.size;
+  if (options.size < 1 || *options.shift < 1 || options.stride < 1) {
+    return Failed(ArgumentError(
+        *this, "Window",
+        absl::StrCat("size, shift and stride must be >= 1, got ", options.size,
+                     ", ", *options.shift, " and ", options.stride)));
+  }
+  return FromNode(detail::WindowNode(node_, options));
+}
+
 Dataset Dataset::Scan(Element initial_state, ScanFunction fn,
                       ScanOptions options) const {
   if (!ok()) return *this;

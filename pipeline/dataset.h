@@ -167,6 +167,18 @@ struct ScanStep {
 using ScanFunction =
     std::function<absl::StatusOr<ScanStep>(const Element& state, Element)>;
 
+struct WindowOptions {
+  // Elements per window (>= 1).
+  int64_t size = 1;
+  // Elements between the starts of two windows (>= 1); unset: size (the
+  // windows tile the input).
+  std::optional<int64_t> shift{};
+  // Elements between two of a window's elements (>= 1).
+  int64_t stride = 1;
+  // Drop the last windows when they have fewer than size elements.
+  bool drop_remainder = false;
+};
+
 struct ScanOptions {
   // What the function yields; unset = unknown (as Map's).
   std::optional<ElementSpec> output_spec{};
@@ -420,6 +432,17 @@ class Dataset {
   // false, which ends the stream (the input is not read further). pred's
   // error is passed on, as Filter's.
   Dataset TakeWhile(Predicate pred) const;
+  // tf.data's window, each window batched: window(size, shift, stride,
+  // drop_remainder).flat_map(lambda *w: zip(c.batch(size) for c in w)),
+  // what time series are cut into. Window k holds the elements k * shift
+  // + j * stride, j < size, stacked along a new dimension 0 as Batch
+  // stacks them (same errors); at the end of the input the shorter
+  // windows that still start inside it follow, unless drop_remainder:
+  //   Range(7).Window({.size = 3, .shift = 2})  [0 1 2] [2 3 4] [4 5 6] [6]
+  // Holds (size - 1) * stride + 1 elements at most. An input error is
+  // returned at once and the windows it cuts are dropped, as Batch drops
+  // its partial batch.
+  Dataset Window(WindowOptions options) const;
   // tf.data's scan: a state carried through the stream, starting at
   // initial_state in every iterator. For each element, fn(state, element)
   // returns the next state (as many components as initial_state, each of

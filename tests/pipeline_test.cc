@@ -28,6 +28,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cosession/async/coordinator.h"
 #include "cosession/async/session.h"
 #include "cosession/io/summary_writer.h"
@@ -300,6 +301,92 @@ CO_TEST(Pipeline, TakeWhileEndsAtTheFirstFalseWithoutReadingFurther) {
                                             "3", "end", "end"}));
   Dataset empty = Dataset::Range(3).TakeWhile(nullptr);
   EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
+}
+
+CO_TEST(Pipeline, WindowCutsTheStreamAsTfDataWindowThenBatch) {
+  using Rows = std::vector<std::vector<int64_t>>;
+  struct Case {
+    int64_t elements;
+    WindowOptions options;
+    Rows want;
+  };
+  const std::vector<Case> cases{
+      {7, {.size = 3, .shift = 2}, {{0, 1, 2}, {2, 3, 4}, {4, 5, 6}, {6}}},
+      {7,
+       {.size = 3, .shift = 2, .drop_remainder = true},
+       {{0, 1, 2}, {2, 3, 4}, {4, 5, 6}}},
+      {5,
+       {.size = 3, .shift = 1},
+       {{0, 1, 2}, {1, 2, 3}, {2, 3, 4}, {3, 4}, {4}}},
+      {5, {.size = 2}, {{0, 1}, {2, 3}, {4}}},  // shift = size: tiles
+      {10,
+       {.size = 3, .shift = 3, .stride = 2},
+       {{0, 2, 4}, {3, 5, 7}, {6, 8}, {9}}},
+      // A shift past the window skips the elements between.
+      {12, {.size = 2, .shift = 5}, {{0, 1}, {5, 6}, {10, 11}}},
+      {3, {.size = 5, .drop_remainder = true}, {}},
+  };
+  for (bool awaited : {false, true}) {
+    for (const Case& c : cases) {
+      Dataset input = Dataset::Range(c.elements);
+      if (awaited) input = Awaited(input);
+      Dataset windows = input.Window(c.options);
+      CO_ASSERT_OK(windows.status());
+      Drained d = co_await Drain(windows, Context());
+      EXPECT_TRUE(d.end.ok()) << d.end;
+      EXPECT_EQ(d.elements, c.want)
+          << windows.DebugString() << ", awaited " << awaited;
+    }
+  }
+  Dataset fixed = Dataset::Range(7).Window({.size = 3, .drop_remainder = true});
+  EXPECT_EQ(ElementSpecString(*fixed.spec()), "(int64 [3])");
+  EXPECT_EQ(fixed.DebugString(),
+            "Range(0, 7, 1).Window(3, shift 3, stride 1, drop_remainder)");
+  EXPECT_EQ(ElementSpecString(*Dataset::Range(7).Window({.size = 3}).spec()),
+            "(int64 [?])");
+  for (const WindowOptions& bad :
+       {WindowOptions{.size = 0}, WindowOptions{.size = 2, .shift = 0},
+        WindowOptions{.size = 2, .stride = 0}}) {
+    Dataset refused = Dataset::Range(3).Window(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+    EXPECT_TRUE(absl::StrContains(refused.status().message(), "Window"));
+  }
+}
+
+CO_TEST(Pipeline, WindowReturnsAnInputErrorAtOnceAndDropsTheWindowsItCuts) {
+  auto fails_at_three = [](const Element& e) -> absl::StatusOr<bool> {
+    if (Int(e.tensor(0)) == 3) return absl::DataLossError("bad 3");
+    return true;
+  };
+  auto it = Dataset::Range(8)
+                .Filter(fails_at_three)
+                .Window({.size = 2})
+                .MakeIterator(Context());
+  CO_ASSERT_OK(it.status());
+  std::vector<std::string> seen;
+  for (int i = 0; i < 5; ++i) {
+    ElementIterator::Result next = co_await NextOf(**it);
+    if (!next.ok()) {
+      seen.push_back(next.status().ToString());
+    } else if (!next->has_value()) {
+      seen.push_back("end");
+    } else {
+      seen.push_back(absl::StrJoin(Values((*next)->components[0]), " "));
+    }
+  }
+  // [2 3] is cut by the error: 2 is dropped with it.
+  EXPECT_EQ(seen, (std::vector<std::string>{"0 1", "DATA_LOSS: bad 3", "4 5",
+                                            "6 7", "end"}));
+  // Elements of different shapes do not stack: Batch's error.
+  Dataset ragged =
+      Dataset::FromElements({MakeElement({Tensor::FromVector<int64_t>({1, 2})}),
+                             MakeElement({Tensor::FromVector<int64_t>({3})})})
+          .Window({.size = 2});
+  Drained d = co_await Drain(ragged, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(),
+                                "Cannot batch tensors with different shapes"))
+      << d.end;
 }
 
 // A running sum, yielded beside each element.

@@ -115,6 +115,13 @@ Node BatchNode(Node input, int64_t batch_size, bool drop_remainder);
 Node StackingBatchNode(Node input, int64_t batch_size, bool drop_remainder);
 Node PaddedBatchNode(Node input, int64_t batch_size,
                      PaddedBatchOptions options);
+// `elements` (at least one) stacked along a new dimension 0, component by
+// component, as Batch stacks them; InvalidArgument naming `stage`, the
+// component and the element's origin when they do not stack.
+ElementIterator::Result StackElements(const std::vector<Element>& elements,
+                                      const std::string& stage);
+// pipeline/window.cc
+Node WindowNode(Node input, WindowOptions options);
 // pipeline/prefetch.cc
 Node PrefetchNode(Node input, int64_t buffer_size);
 // pipeline/interleave.cc
