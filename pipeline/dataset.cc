@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cosession/pipeline/detail/stages.h"
 #include "cosession/pipeline/seeded_random.h"
 
@@ -414,6 +415,132 @@ Dataset Dataset::Window(WindowOptions options) const {
                      ", ", *options.shift, " and ", options.stride)));
   }
   return FromNode(detail::WindowNode(node_, options));
+}
+
+Dataset Dataset::GroupByWindow(GroupByWindowOptions options) const {
+  if (!ok()) return *this;
+  if (!options.key || !options.reduce || !options.window_size) {
+    return Failed(ArgumentError(*this, "GroupByWindow",
+                                "key, reduce and window_size must be given"));
+  }
+  if (options.max_held_elements < 1) {
+    return Failed(
+        ArgumentError(*this, "GroupByWindow",
+                      absl::StrCat("max_held_elements must be >= 1, got ",
+                                   options.max_held_elements)));
+  }
+  return FromNode(detail::GroupByWindowNode(node_, std::move(options)));
+}
+
+Dataset Dataset::BucketBySequenceLength(
+    BucketBySequenceLengthOptions options) const {
+  if (!ok()) return *this;
+  auto refuse = [this](const std::string& why) {
+    return Failed(ArgumentError(*this, "BucketBySequenceLength", why));
+  };
+  if (!options.element_length) return refuse("element_length must be given");
+  const std::vector<int64_t>& boundaries = options.bucket_boundaries;
+  const std::vector<int64_t>& batch_sizes = options.bucket_batch_sizes;
+  if (batch_sizes.size() != boundaries.size() + 1) {
+    return refuse(absl::StrCat(
+        "bucket_batch_sizes must have one more entry than bucket_boundaries, "
+        "got ",
+        batch_sizes.size(), " and ", boundaries.size()));
+  }
+  for (size_t i = 0; i < boundaries.size(); ++i) {
+    if (boundaries[i] < 1 || (i > 0 && boundaries[i] <= boundaries[i - 1])) {
+      return refuse(
+          absl::StrCat("bucket_boundaries must be ascending and >= 1, got ",
+                       absl::StrJoin(boundaries, ", ")));
+    }
+  }
+  for (int64_t size : batch_sizes) {
+    if (size < 1) {
+      return refuse(absl::StrCat("bucket_batch_sizes must be >= 1, got ",
+                                 absl::StrJoin(batch_sizes, ", ")));
+    }
+  }
+  if (options.pad_to_bucket_boundary && boundaries.empty()) {
+    return refuse("pad_to_bucket_boundary needs bucket_boundaries");
+  }
+  std::optional<ElementSpec> spec = this->spec();
+  if (!options.no_padding && options.padded_shapes.empty()) {
+    if (!spec.has_value()) {
+      return refuse(
+          "the element spec is unknown: give padded_shapes (or "
+          "MapOptions::output_spec)");
+    }
+    for (const ComponentSpec& c : *spec) {
+      options.padded_shapes.push_back(c.shape);
+    }
+  }
+  // What each bucket's batches are: checked here, on one bucket, so that a
+  // bad padded shape or padding value is refused now.
+  auto batch = [options](int64_t bucket, Dataset window) {
+    if (options.no_padding) {
+      return window.Batch(options.bucket_batch_sizes[bucket],
+                          options.drop_remainder);
+    }
+    PaddedBatchOptions padded{.padded_shapes = options.padded_shapes,
+                              .padding_values = options.padding_values,
+                              .drop_remainder = options.drop_remainder};
+    if (options.pad_to_bucket_boundary) {
+      for (TensorShape& shape : padded.padded_shapes) {
+        for (int d = 0; d < shape.dims(); ++d) {
+          if (shape.dim_size(d) == kUnknownDim) {
+            shape.set_dim(d, options.bucket_boundaries[bucket] - 1);
+          }
+        }
+      }
+    }
+    return window.PaddedBatch(options.bucket_batch_sizes[bucket],
+                              std::move(padded));
+  };
+  Dataset checked = batch(0, *this);
+  if (!checked.ok()) return Failed(checked.status());
+  auto length = options.element_length;
+  GroupByWindowOptions grouping{
+      .key = [length, boundaries, pad = options.pad_to_bucket_boundary](
+                 const Element& e) -> absl::StatusOr<int64_t> {
+        absl::StatusOr<int64_t> n = length(e);
+        if (!n.ok()) return n.status();
+        if (*n < 0) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("element_length returned ", *n));
+        }
+        const int64_t bucket =
+            std::upper_bound(boundaries.begin(), boundaries.end(), *n) -
+            boundaries.begin();
+        if (pad && bucket == static_cast<int64_t>(boundaries.size())) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "length ", *n, " is not below the last bucket boundary ",
+              boundaries.back(), " (pad_to_bucket_boundary pads to it)"));
+        }
+        return bucket;
+      },
+      .reduce = batch,
+      .window_size = [batch_sizes](int64_t bucket) -> absl::StatusOr<int64_t> {
+        return batch_sizes[bucket];
+      },
+      .output_spec = checked.spec(),
+      .name = "BucketBySequenceLength"};
+  if (grouping.output_spec.has_value()) {
+    // Another bucket's batches have another batch size and, padded to its
+    // boundary, other padded dimensions: those are unknown.
+    for (size_t i = 0; i < grouping.output_spec->size(); ++i) {
+      TensorShape& shape = (*grouping.output_spec)[i].shape;
+      if (shape.unknown_rank()) continue;
+      shape.set_dim(0, kUnknownDim);
+      for (int d = 1; options.pad_to_bucket_boundary &&
+                      i < options.padded_shapes.size() && d < shape.dims();
+           ++d) {
+        if (options.padded_shapes[i].dim_size(d - 1) == kUnknownDim) {
+          shape.set_dim(d, kUnknownDim);
+        }
+      }
+    }
+  }
+  return GroupByWindow(std::move(grouping));
 }
 
 Dataset Dataset::Scan(Element initial_state, ScanFunction fn,

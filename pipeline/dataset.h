@@ -158,6 +158,8 @@ using AsyncMapFunction =
     std::function<boost::asio::awaitable<absl::StatusOr<Element>>(Element)>;
 using Predicate = std::function<absl::StatusOr<bool>(const Element&)>;
 
+class Dataset;
+
 // What a Scan function returns for one element: the state the next element
 // sees, and the element to yield.
 struct ScanStep {
@@ -166,6 +168,47 @@ struct ScanStep {
 };
 using ScanFunction =
     std::function<absl::StatusOr<ScanStep>(const Element& state, Element)>;
+
+struct GroupByWindowOptions {
+  // The group of an element (tf.data's key_func).
+  std::function<absl::StatusOr<int64_t>(const Element&)> key{};
+  // What a full group (or, at the end of the input, a group left) becomes:
+  // its elements, in input order, as a dataset (tf.data's reduce_func).
+  std::function<Dataset(int64_t key, Dataset window)> reduce{};
+  // The elements that fill the group of a key, >= 1 (tf.data's
+  // window_size_func; a constant for its window_size).
+  std::function<absl::StatusOr<int64_t>(int64_t key)> window_size{};
+  // What reduce's datasets yield; unset = unknown (as Map's).
+  std::optional<ElementSpec> output_spec{};
+  // The elements the groups may hold together: one more is
+  // ResourceExhausted (an input of ever new keys must not grow without
+  // bound).
+  int64_t max_held_elements = int64_t{1} << 20;
+  // For messages: "GroupByWindow(<name>)".
+  std::string name{};
+};
+
+struct BucketBySequenceLengthOptions {
+  // The length of an element (tf.data's element_length_func), >= 0.
+  std::function<absl::StatusOr<int64_t>(const Element&)> element_length{};
+  // Ascending, >= 1: bucket i takes the lengths from boundaries[i - 1]
+  // (bucket 0 from 0) to below boundaries[i] (the last bucket: any above).
+  std::vector<int64_t> bucket_boundaries{};
+  // Each bucket's batch size (>= 1), one more than the boundaries.
+  std::vector<int64_t> bucket_batch_sizes{};
+  // As PaddedBatchOptions' (empty padded_shapes: the components' spec
+  // shapes, their unknown dimensions padded to the batch's longest).
+  std::vector<TensorShape> padded_shapes{};
+  std::vector<Tensor> padding_values{};
+  // Pad the unknown dimensions to the bucket's boundary - 1 instead of the
+  // batch's longest; every length must then be below the last boundary.
+  bool pad_to_bucket_boundary = false;
+  // Batch instead of PaddedBatch (the elements of a batch then need the
+  // same shapes).
+  bool no_padding = false;
+  // Drop each bucket's last batch when it is short.
+  bool drop_remainder = false;
+};
 
 struct WindowOptions {
   // Elements per window (>= 1).
@@ -186,7 +229,6 @@ struct ScanOptions {
   std::string name{};
 };
 
-class Dataset;
 // What FlatMap makes of one element: a dataset (Dataset::Failed for an
 // error).
 using FlatMapFunction = std::function<Dataset(const Element&)>;
@@ -443,6 +485,21 @@ class Dataset {
   // returned at once and the windows it cuts are dropped, as Batch drops
   // its partial batch.
   Dataset Window(WindowOptions options) const;
+  // tf.data's group_by_window (GroupByWindowOptions): each element joins
+  // the group of its key; a group of window_size(key) elements becomes
+  // reduce(key, its elements as a dataset), whose elements are yielded
+  // before the input is read on; at the end of the input the groups left
+  // are reduced in ascending key order. Errors (the input's, key's,
+  // window_size's, reduce's) are returned at once naming the stage and the
+  // element's origin or the key, and the next call goes on.
+  Dataset GroupByWindow(GroupByWindowOptions options) const;
+  // tf.data's bucket_by_sequence_length: elements of similar lengths
+  // batched together, each bucket with its batch size, padded as
+  // PaddedBatch pads (to the batch's longest, or to the bucket's boundary -
+  // 1): GroupByWindow with the bucket as the key. A length below 0, or not
+  // below the last boundary with pad_to_bucket_boundary, is
+  // InvalidArgument naming the element's origin.
+  Dataset BucketBySequenceLength(BucketBySequenceLengthOptions options) const;
   // tf.data's scan: a state carried through the stream, starting at
   // initial_state in every iterator. For each element, fn(state, element)
   // returns the next state (as many components as initial_state, each of

@@ -389,6 +389,235 @@ CO_TEST(Pipeline, WindowReturnsAnInputErrorAtOnceAndDropsTheWindowsItCuts) {
       << d.end;
 }
 
+CO_TEST(Pipeline, GroupByWindowReducesFullGroupsThenTheRestInKeyOrder) {
+  using Rows = std::vector<std::vector<int64_t>>;
+  auto parity = [](const Element& e) -> absl::StatusOr<int64_t> {
+    return Int(e.tensor(0)) % 2;
+  };
+  auto batched = [](int64_t, Dataset window) { return window.Batch(100); };
+  for (bool awaited : {false, true}) {
+    Dataset input = Dataset::Range(10);
+    if (awaited) input = Awaited(input);
+    Dataset threes = input.GroupByWindow(
+        {.key = parity,
+         .reduce = batched,
+         .window_size = [](int64_t) -> absl::StatusOr<int64_t> { return 3; }});
+    Drained d = co_await Drain(threes, Context());
+    EXPECT_TRUE(d.end.ok()) << d.end;
+    EXPECT_EQ(d.elements, (Rows{{0, 2, 4}, {1, 3, 5}, {6, 8}, {7, 9}}))
+        << "awaited " << awaited;
+    // A window size per key; a reduce that yields the window's elements.
+    Dataset sized = input.GroupByWindow(
+        {.key = parity,
+         .reduce = batched,
+         .window_size = [](int64_t key) -> absl::StatusOr<int64_t> {
+           return key == 0 ? 2 : 4;
+         }});
+    d = co_await Drain(sized, Context());
+    EXPECT_EQ(d.elements, (Rows{{0, 2}, {4, 6}, {1, 3, 5, 7}, {8}, {9}}));
+    Dataset regrouped = input.GroupByWindow(
+        {.key = parity,
+         .reduce = [](int64_t, Dataset window) { return window; },
+         .window_size = [](int64_t) -> absl::StatusOr<int64_t> { return 2; },
+         .output_spec = input.spec()});
+    EXPECT_EQ(ElementSpecString(*regrouped.spec()), "(int64 [])");
+    d = co_await Drain(regrouped, Context());
+    EXPECT_EQ(d.elements, Scalars({0, 2, 1, 3, 4, 6, 5, 7, 8, 9}));
+  }
+}
+
+CO_TEST(Pipeline, GroupByWindowErrorsNameTheStageAndGoOn) {
+  auto one = [](int64_t) -> absl::StatusOr<int64_t> { return 1; };
+  auto batched = [](int64_t, Dataset window) { return window.Batch(8); };
+  // Five calls of a dataset's iterator, as text.
+  auto five = [](Dataset d) -> asio::awaitable<std::vector<std::string>> {
+    std::vector<std::string> seen;
+    auto it = d.MakeIterator(Context());
+    if (!it.ok()) co_return std::vector<std::string>{it.status().ToString()};
+    for (int i = 0; i < 5; ++i) {
+      ElementIterator::Result next = co_await NextOf(**it);
+      seen.push_back(!next.ok() ? next.status().ToString()
+                     : next->has_value()
+                         ? absl::StrJoin(Values((*next)->components[0]), " ")
+                         : "end");
+    }
+    co_return seen;
+  };
+  Dataset bad_key = Dataset::Range(4).GroupByWindow(
+      {.key = [](const Element& e) -> absl::StatusOr<int64_t> {
+         if (Int(e.tensor(0)) == 1) return absl::InvalidArgumentError("no key");
+         return Int(e.tensor(0));
+       },
+       .reduce = batched,
+       .window_size = one,
+       .name = "k"});
+  {
+    std::vector<std::string> got = co_await five(bad_key);
+
+    EXPECT_EQ(got, (std::vector<std::string>{
+                       "0", "INVALID_ARGUMENT: GroupByWindow(k): no key", "2",
+                       "3", "end"}));
+  }
+  Dataset failing_reduce = Dataset::Range(3).GroupByWindow(
+      {.key = [](const Element& e) -> absl::StatusOr<int64_t> {
+         return Int(e.tensor(0));
+       },
+       .reduce =
+           [](int64_t key, Dataset window) {
+             if (key == 1) return Dataset::Range(0).Batch(0);  // refused
+             if (key == 2) throw std::runtime_error("two");
+             return window;
+           },
+       .window_size = one});
+  std::vector<std::string> seen = co_await five(failing_reduce);
+  CO_ASSERT_TRUE(seen.size() == 5u);
+  EXPECT_EQ(seen[0], "0");
+  EXPECT_TRUE(absl::StartsWith(seen[1],
+                               "INVALID_ARGUMENT: GroupByWindow(): the reduced "
+                               "dataset of key 1: Range(0, 0, 1).Batch"))
+      << seen[1];
+  EXPECT_TRUE(absl::StartsWith(seen[2], "INTERNAL: GroupByWindow() reduce"))
+      << seen[2];
+  EXPECT_EQ(seen[3], "end");
+  // Ever new keys: the groups hold at most max_held_elements.
+  Dataset unbounded = Dataset::Range(10).GroupByWindow(
+      {.key = [](const Element& e) -> absl::StatusOr<int64_t> {
+         return Int(e.tensor(0));
+       },
+       .reduce = batched,
+       .window_size = [](int64_t) -> absl::StatusOr<int64_t> { return 2; },
+       .max_held_elements = 3});
+  seen = co_await five(unbounded);
+  EXPECT_TRUE(absl::StartsWith(seen[0],
+                               "RESOURCE_EXHAUSTED: GroupByWindow(): "
+                               "the groups hold max_held_elements = 3"))
+      << seen[0];
+  Dataset zero_window = Dataset::Range(2).GroupByWindow(
+      {.key = [](const Element&) -> absl::StatusOr<int64_t> { return 7; },
+       .reduce = batched,
+       .window_size = [](int64_t) -> absl::StatusOr<int64_t> { return 0; }});
+  seen = co_await five(zero_window);
+  EXPECT_TRUE(absl::StrContains(seen[0], "the window size of key 7 is 0"))
+      << seen[0];
+  Dataset incomplete = Dataset::Range(2).GroupByWindow({.window_size = one});
+  EXPECT_TRUE(absl::IsInvalidArgument(incomplete.status()));
+}
+
+// An int64 vector of `n` elements, each n.
+Element OfLength(int64_t n) {
+  return MakeElement({Tensor::FromVector<int64_t>(
+      std::vector<int64_t>(static_cast<size_t>(n), n))});
+}
+
+// Each batch's shape, then its values.
+asio::awaitable<std::vector<std::string>> BatchesOf(Dataset d) {
+  std::vector<std::string> out;
+  auto it = d.MakeIterator(Context());
+  if (!it.ok()) co_return std::vector<std::string>{it.status().ToString()};
+  while (true) {
+    ElementIterator::Result next = co_await NextOf(**it);
+    if (!next.ok()) {
+      out.push_back(next.status().ToString());
+      co_return out;
+    }
+    if (!next->has_value()) co_return out;
+    const Tensor& t = (*next)->tensor(0);
+    out.push_back(absl::StrCat(t.shape().DebugString(), " ",
+                               absl::StrJoin(Values(t), " ")));
+  }
+}
+
+CO_TEST(Pipeline, BucketBySequenceLengthBatchesSimilarLengthsPadded) {
+  std::vector<Element> sequences;
+  for (int64_t n : {1, 5, 2, 7, 3, 9, 4}) sequences.push_back(OfLength(n));
+  auto length = [](const Element& e) -> absl::StatusOr<int64_t> {
+    return e.tensor(0).shape().dim_size(0);
+  };
+  Dataset input = Dataset::FromElements(sequences);
+  Dataset buckets =
+      input.BucketBySequenceLength({.element_length = length,
+                                    .bucket_boundaries = {3, 6},
+                                    .bucket_batch_sizes = {2, 2, 2}});
+  CO_ASSERT_OK(buckets.status());
+  EXPECT_EQ(ElementSpecString(*buckets.spec()), "(int64 [?,?])");
+  // Lengths 1 and 2 (below 3), 5 and 3 (below 6), 7 and 9, then the last
+  // bucket left, 4: each padded to its batch's longest.
+  {
+    std::vector<std::string> got = co_await BatchesOf(buckets);
+
+    EXPECT_EQ(got, (std::vector<std::string>{
+                       "[2,2] 1 0 2 2", "[2,5] 5 5 5 5 5 3 3 3 0 0",
+                       "[2,9] 7 7 7 7 7 7 7 0 0 9 9 9 9 9 9 9 9 9",
+                       "[1,4] 4 4 4 4"}));
+  }
+  // Padded to the bucket's boundary - 1, not to the batch's longest; the
+  // short batch (a 5 alone) dropped.
+  std::vector<Element> shorter;
+  for (int64_t n : {1, 4, 1, 7, 3, 8, 5}) shorter.push_back(OfLength(n));
+  Dataset to_boundary = Dataset::FromElements(shorter).BucketBySequenceLength(
+      {.element_length = length,
+       .bucket_boundaries = {3, 6, 10},
+       .bucket_batch_sizes = {2, 2, 2, 2},
+       .padding_values = {Tensor::Scalar<int64_t>(-1)},
+       .pad_to_bucket_boundary = true,
+       .drop_remainder = true});
+  EXPECT_EQ(ElementSpecString(*to_boundary.spec()), "(int64 [?,?])");
+  {
+    std::vector<std::string> got = co_await BatchesOf(to_boundary);
+
+    EXPECT_EQ(got, (std::vector<std::string>{
+                       "[2,2] 1 -1 1 -1", "[2,5] 4 4 4 4 -1 3 3 3 -1 -1",
+                       "[2,9] 7 7 7 7 7 7 7 -1 -1 8 8 8 8 8 8 8 8 -1"}));
+  }
+  // With pad_to_bucket_boundary a length past the last boundary is refused,
+  // naming the element.
+  sequences[3].origin = {.kind = ElementOrigin::Kind::kFileLine,
+                         .source = std::make_shared<const std::string>("s.txt"),
+                         .index = 4};
+  Dataset too_long = Dataset::FromElements(sequences).BucketBySequenceLength(
+      {.element_length = length,
+       .bucket_boundaries = {3, 6},
+       .bucket_batch_sizes = {2, 2, 2},
+       .pad_to_bucket_boundary = true});
+  std::vector<std::string> got = co_await BatchesOf(too_long);
+  CO_ASSERT_TRUE(!got.empty());
+  EXPECT_TRUE(absl::StrContains(
+      got.back(),
+      "BucketBySequenceLength): s.txt:4: length 7 is not below "
+      "the last bucket boundary 6"))
+      << got.back();
+  // Equal lengths need no padding.
+  Dataset same = Dataset::Range(5).BucketBySequenceLength(
+      {.element_length = [](const Element& e) -> absl::StatusOr<int64_t> {
+         return Int(e.tensor(0)) % 2;
+       },
+       .bucket_boundaries = {1},
+       .bucket_batch_sizes = {2, 3},
+       .no_padding = true});
+  {
+    std::vector<std::string> got = co_await BatchesOf(same);
+
+    EXPECT_EQ(got, (std::vector<std::string>{"[2] 0 2", "[1] 4", "[2] 1 3"}));
+  }
+  for (const BucketBySequenceLengthOptions& bad :
+       {BucketBySequenceLengthOptions{.bucket_batch_sizes = {1}},
+        BucketBySequenceLengthOptions{.element_length = length,
+        .bucket_boundaries = {3},
+        .bucket_batch_sizes = {1}},
+        BucketBySequenceLengthOptions{.element_length = length,
+        .bucket_boundaries = {3, 3},
+        .bucket_batch_sizes = {1, 1, 1}},
+        BucketBySequenceLengthOptions{.element_length = length,
+        .bucket_boundaries = {3},
+        .bucket_batch_sizes = {1, 0}}}) {
+    Dataset refused = input.BucketBySequenceLength(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+    EXPECT_TRUE(
+        absl::StrContains(refused.status().message(), "BucketBySequenceLength"))
+        << refused.status();
+  }
+}
+
 // A running sum, yielded beside each element.
 absl::StatusOr<ScanStep> RunningSum(const Element& sum, Element e) {
   Tensor next = Tensor::Scalar<int64_t>(Int(sum.tensor(0)) + Int(e.tensor(0)));

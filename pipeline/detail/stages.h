@@ -122,6 +122,8 @@ ElementIterator::Result StackElements(const std::vector<Element>& elements,
                                       const std::string& stage);
 // pipeline/window.cc
 Node WindowNode(Node input, WindowOptions options);
+// pipeline/group_by_window.cc
+Node GroupByWindowNode(Node input, GroupByWindowOptions options);
 // pipeline/prefetch.cc
 Node PrefetchNode(Node input, int64_t buffer_size);
 // pipeline/interleave.cc
