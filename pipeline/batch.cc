@@ -160,19 +160,8 @@ class BatchDataset : public DatasetNode {
         absl::StrCat("Batch(", batch_size_, ")"));
   }
   std::optional<ElementSpec> spec() const override {
-    std::optional<ElementSpec> in = input_->spec();
-    if (!in.has_value()) return std::nullopt;
-    ElementSpec out;
-    for (const ComponentSpec& c : *in) {
-      TensorShape shape{drop_remainder_ ? batch_size_ : kUnknownDim};
-      if (c.shape.unknown_rank()) {
-        shape = TensorShape::Unknown();
-      } else {
-        for (int64_t d : c.shape.dim_sizes()) shape.AddDim(d);
-      }
-      out.push_back(ComponentSpec::Of(c.dtype, std::move(shape)));
-    }
-    return out;
+    return StackedSpec(input_->spec(),
+                       drop_remainder_ ? batch_size_ : kUnknownDim);
   }
   bool deterministic() const override { return input_->deterministic(); }
   std::string DebugString() const override {
@@ -376,6 +365,22 @@ class PaddedBatchDataset : public DatasetNode {
 };
 
 }  // namespace
+
+std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
+                                       int64_t leading) {
+  if (!in.has_value()) return std::nullopt;
+  ElementSpec out;
+  for (const ComponentSpec& c : *in) {
+    TensorShape shape{leading};
+    if (c.shape.unknown_rank()) {
+      shape = TensorShape::Unknown();
+    } else {
+      for (int64_t d : c.shape.dim_sizes()) shape.AddDim(d);
+    }
+    out.push_back(ComponentSpec::Of(c.dtype, std::move(shape)));
+  }
+  return out;
+}
 
 ElementIterator::Result StackElements(const std::vector<Element>& elements,
                                       const std::string& stage) {

@@ -48,6 +48,16 @@ class PassThroughDataset : public DatasetNode {
   Node input_;
 };
 
+// pred(element); a throw becomes Internal naming `stage`.
+absl::StatusOr<bool> CallPredicate(const Predicate& pred,
+                                   const Element& element, const char* stage) {
+  try {
+    return pred(element);
+  } catch (...) {
+    return StatusFromException(std::current_exception(), stage);
+  }
+}
+
 class FilterIterator : public ElementIterator {
  public:
   FilterIterator(std::unique_ptr<ElementIterator> input,
@@ -73,36 +83,12 @@ class FilterIterator : public ElementIterator {
   // The result to return, or nullopt for an element filtered out.
   std::optional<Result> Keep(Result in) {
     if (!in.ok() || !in->has_value()) return in;
-    absl::StatusOr<bool> keep = absl::UnknownError("");
-    try {
-      keep = (*pred_)(**in);
-    } catch (...) {
-      return Result(StatusFromException(std::current_exception(), "Filter"));
-    }
+    absl::StatusOr<bool> keep = CallPredicate(*pred_, **in, "Filter");
     if (!keep.ok()) return Result(keep.status());
     if (!*keep) return std::nullopt;
     return in;
   }
   std::unique_ptr<ElementIterator> input_;
-  std::shared_ptr<const Predicate> pred_;
-};
-
-class FilterDataset : public PassThroughDataset {
- public:
-  FilterDataset(Node input, Predicate pred)
-      : PassThroughDataset(std::move(input)),
-        pred_(std::make_shared<const Predicate>(std::move(pred))) {}
-  absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
-      const IteratorContext& context) const override {
-    auto input = input_->MakeIterator(context);
-    if (!input.ok()) return input.status();
-    return std::make_unique<FilterIterator>(*std::move(input), pred_);
-  }
-  std::string DebugString() const override {
-    return absl::StrCat(input_->DebugString(), ".Filter()");
-  }
-
- private:
   std::shared_ptr<const Predicate> pred_;
 };
 
@@ -126,12 +112,7 @@ class TakeWhileIterator : public ElementIterator {
  private:
   Result Check(Result in) {
     if (!in.ok() || !in->has_value()) return in;
-    absl::StatusOr<bool> keep = absl::UnknownError("");
-    try {
-      keep = (*pred_)(**in);
-    } catch (...) {
-      return Result(StatusFromException(std::current_exception(), "TakeWhile"));
-    }
+    absl::StatusOr<bool> keep = CallPredicate(*pred_, **in, "TakeWhile");
     if (!keep.ok()) return Result(keep.status());
     if (*keep) return in;
     ended_ = true;
@@ -142,23 +123,28 @@ class TakeWhileIterator : public ElementIterator {
   bool ended_ = false;
 };
 
-class TakeWhileDataset : public PassThroughDataset {
+// Filter's and TakeWhile's stage: an iterator of `Iterator` (made from the
+// input's and the predicate) per MakeIterator, named `name` in the chain.
+template <typename Iterator>
+class PredicateDataset : public PassThroughDataset {
  public:
-  TakeWhileDataset(Node input, Predicate pred)
+  PredicateDataset(Node input, Predicate pred, const char* name)
       : PassThroughDataset(std::move(input)),
-        pred_(std::make_shared<const Predicate>(std::move(pred))) {}
+        pred_(std::make_shared<const Predicate>(std::move(pred))),
+        name_(name) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const override {
     auto input = input_->MakeIterator(context);
     if (!input.ok()) return input.status();
-    return std::make_unique<TakeWhileIterator>(*std::move(input), pred_);
+    return std::make_unique<Iterator>(*std::move(input), pred_);
   }
   std::string DebugString() const override {
-    return absl::StrCat(input_->DebugString(), ".TakeWhile()");
+    return absl::StrCat(input_->DebugString(), ".", name_, "()");
   }
 
  private:
   std::shared_ptr<const Predicate> pred_;
+  const char* name_;
 };
 
 class TakeIterator : public ElementIterator {
@@ -478,10 +464,12 @@ class RepeatDataset : public PassThroughDataset {
 }  // namespace
 
 Node FilterNode(Node input, Predicate pred) {
-  return std::make_shared<FilterDataset>(std::move(input), std::move(pred));
+  return std::make_shared<PredicateDataset<FilterIterator>>(
+      std::move(input), std::move(pred), "Filter");
 }
 Node TakeWhileNode(Node input, Predicate pred) {
-  return std::make_shared<TakeWhileDataset>(std::move(input), std::move(pred));
+  return std::make_shared<PredicateDataset<TakeWhileIterator>>(
+      std::move(input), std::move(pred), "TakeWhile");
 }
 Node TakeNode(Node input, int64_t count) {
   return std::make_shared<TakeDataset>(std::move(input), count);

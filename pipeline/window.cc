@@ -117,22 +117,9 @@ class WindowDataset : public DatasetNode {
     return std::make_unique<WindowIterator>(*std::move(input), options_,
                                             Name());
   }
-  // Batch's: each component gains a dimension 0 of size (drop_remainder)
-  // or unknown.
   std::optional<ElementSpec> spec() const override {
-    std::optional<ElementSpec> in = input_->spec();
-    if (!in.has_value()) return std::nullopt;
-    ElementSpec out;
-    for (const ComponentSpec& c : *in) {
-      TensorShape shape{options_.drop_remainder ? options_.size : kUnknownDim};
-      if (c.shape.unknown_rank()) {
-        shape = TensorShape::Unknown();
-      } else {
-        for (int64_t d : c.shape.dim_sizes()) shape.AddDim(d);
-      }
-      out.push_back(ComponentSpec::Of(c.dtype, std::move(shape)));
-    }
-    return out;
+    return StackedSpec(input_->spec(),
+                       options_.drop_remainder ? options_.size : kUnknownDim);
   }
   bool deterministic() const override { return input_->deterministic(); }
   std::string DebugString() const override {
