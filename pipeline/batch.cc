@@ -16,7 +16,9 @@
 //     is not a scalar of the component's dtype is InvalidArgument
 //     "Mismatched type between padding value ..." (at construction when
 //     the input's spec is known, else at the batch).
-// An input error is returned at once; the partial batch is dropped.
+// An input error is returned at once; the partial batch is dropped. A
+// batch too large to make (a padded shape of 2^50, memory running out) is
+// an error naming the stage, never an exception.
 // Batch over a stage that builds its own batches (detail::BatchFusable:
 // CsvRows) is that stage's fused batch, with the same results.
 // Skip(k) skips k * n input elements (Batch; PaddedBatch too), building
@@ -28,6 +30,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "cosession/async/status_from_exception.h"
+#include "cosession/graph/status.h"
 #include "cosession/pipeline/detail/stages.h"
 
 namespace cosession::detail {
@@ -113,7 +117,12 @@ class BatchingIterator : public ElementIterator {
       pending_.clear();
       return std::optional<Element>();
     }
-    Result batch = Stack(pending_);
+    Result batch = absl::UnknownError("");
+    try {
+      batch = Stack(pending_);
+    } catch (...) {
+      batch = StackingFailure(stage_);
+    }
     pending_.clear();
     return batch;
   }
@@ -365,6 +374,20 @@ class PaddedBatchDataset : public DatasetNode {
 };
 
 }  // namespace
+
+absl::Status StackingFailure(const std::string& stage) {
+  try {
+    throw;
+  } catch (const StatusError& e) {
+    return absl::Status(e.status().code(),
+                        absl::StrCat(stage, ": ", e.status().message()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(stage, ": out of memory for the batch"));
+  } catch (...) {
+    return StatusFromException(std::current_exception(), stage);
+  }
+}
 
 std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
                                        int64_t leading) {

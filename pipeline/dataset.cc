@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 #include <thread>
 #include <utility>
@@ -413,6 +414,15 @@ Dataset Dataset::Window(WindowOptions options) const {
         *this, "Window",
         absl::StrCat("size, shift and stride must be >= 1, got ", options.size,
                      ", ", *options.shift, " and ", options.stride)));
+  }
+  // A window spans (size - 1) * stride + 1 input elements.
+  if (options.size - 1 >
+      (std::numeric_limits<int64_t>::max() - 1) / options.stride) {
+    return Failed(
+        ArgumentError(*this, "Window",
+                      absl::StrCat("a window of size ", options.size,
+                                   " and stride ", options.stride,
+                                   " spans more elements than int64 counts")));
   }
   return FromNode(detail::WindowNode(node_, options));
 }

@@ -346,11 +346,26 @@ CO_TEST(Pipeline, WindowCutsTheStreamAsTfDataWindowThenBatch) {
             "(int64 [?])");
   for (const WindowOptions& bad :
        {WindowOptions{.size = 0}, WindowOptions{.size = 2, .shift = 0},
-        WindowOptions{.size = 2, .stride = 0}}) {
+        WindowOptions{.size = 2, .stride = 0},
+        WindowOptions{.size = int64_t{1} << 62, .stride = 4}}) {
     Dataset refused = Dataset::Range(3).Window(bad);
     EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
     EXPECT_TRUE(absl::StrContains(refused.status().message(), "Window"));
   }
+}
+
+// A batch too large to make is an error naming the stage, not an exception
+// out of the iterator.
+CO_TEST(Pipeline, ABatchTooLargeToMakeIsAnErrorNamingTheStage) {
+  Dataset huge =
+      Dataset::FromElements(
+          {MakeElement({Tensor::FromVector<int64_t>({1, 2})})})
+          .PaddedBatch(1, {.padded_shapes = {TensorShape{int64_t{1} << 50}}});
+  CO_ASSERT_OK(huge.status());
+  Drained d = co_await Drain(huge, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_TRUE(absl::StartsWith(d.end.message(), "PaddedBatch(1): ")) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(), "too large")) << d.end;
 }
 
 CO_TEST(Pipeline, WindowReturnsAnInputErrorAtOnceAndDropsTheWindowsItCuts) {

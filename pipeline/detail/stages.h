@@ -120,6 +120,9 @@ Node PaddedBatchNode(Node input, int64_t batch_size,
 // component and the element's origin when they do not stack.
 ElementIterator::Result StackElements(const std::vector<Element>& elements,
                                       const std::string& stage);
+// Called in a catch block around a stacking: what it threw (a tensor too
+// large to make, an allocation that failed) as a status naming `stage`.
+absl::Status StackingFailure(const std::string& stage);
 // The spec of such stacks of elements of spec `in` (nullopt: unknown):
 // each component with a dimension 0 of `leading` (or kUnknownDim) first.
 std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
