@@ -177,6 +177,10 @@ class BatchDataset : public DatasetNode {
     return absl::StrCat(input_->DebugString(), ".Batch(", batch_size_,
                         drop_remainder_ ? ", drop_remainder" : "", ")");
   }
+  int64_t cardinality() const override {
+    return BatchedCardinality(input_->cardinality(), batch_size_,
+                              drop_remainder_);
+  }
 
  private:
   Node input_;
@@ -366,6 +370,10 @@ class PaddedBatchDataset : public DatasetNode {
     return absl::StrCat(input_->DebugString(), ".PaddedBatch(", batch_size_,
                         ")");
   }
+  int64_t cardinality() const override {
+    return BatchedCardinality(input_->cardinality(), batch_size_,
+                              options_.drop_remainder);
+  }
 
  private:
   Node input_;
@@ -387,6 +395,11 @@ absl::Status StackingFailure(const std::string& stage) {
   } catch (...) {
     return StatusFromException(std::current_exception(), stage);
   }
+}
+
+int64_t BatchedCardinality(int64_t n, int64_t size, bool drop_remainder) {
+  if (n < 0) return n;  // infinite or unknown
+  return drop_remainder ? n / size : n / size + (n % size != 0 ? 1 : 0);
 }
 
 std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,

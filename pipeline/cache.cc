@@ -185,6 +185,7 @@ class CacheDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".", Name());
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   std::string Name() const {

@@ -105,6 +105,17 @@ class ConcatenateDataset : public DatasetNode {
     return absl::StrCat(first_->DebugString(), ".Concatenate(",
                         second_->DebugString(), ")");
   }
+  // tf.data's: infinite when either is, else unknown when either is.
+  int64_t cardinality() const override {
+    const int64_t a = first_->cardinality(), b = second_->cardinality();
+    if (a == kInfiniteCardinality || b == kInfiniteCardinality) {
+      return kInfiniteCardinality;
+    }
+    if (a < 0 || b < 0) return kUnknownCardinality;
+    int64_t total;
+    if (__builtin_add_overflow(a, b, &total)) return kUnknownCardinality;
+    return total;
+  }
 
  private:
   Node first_;
@@ -199,6 +210,16 @@ class ZipDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat("Zip(", DebugStringOf(inputs_), ")");
   }
+  // The shortest input's (tf.data's: unknown when any input is).
+  int64_t cardinality() const override {
+    int64_t shortest = kInfiniteCardinality;
+    for (const Node& input : inputs_) {
+      const int64_t n = input->cardinality();
+      if (n == kUnknownCardinality) return n;
+      if (n >= 0 && (shortest < 0 || n < shortest)) shortest = n;
+    }
+    return shortest;
+  }
 
  private:
   std::vector<Node> inputs_;
@@ -256,6 +277,7 @@ class EnumerateDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Enumerate(", start_, ")");
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

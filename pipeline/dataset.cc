@@ -151,6 +151,10 @@ Dataset::Dataset()
           "an empty Dataset: make one with a source (Dataset::Range, "
           "Dataset::TextLines, ...)")) {}
 
+int64_t Dataset::Cardinality() const {
+  return ok() ? node_->cardinality() : kUnknownCardinality;
+}
+
 Dataset Dataset::FromNode(std::shared_ptr<const DatasetNode> node) {
   if (node == nullptr) {
     return Failed(absl::InvalidArgumentError("Dataset::FromNode: null node"));

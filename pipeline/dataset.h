@@ -81,6 +81,10 @@ namespace cosession {
 // least 2, so that it runs on the pool), a Prefetch's buffer
 // kAutotunePrefetchBuffer elements.
 inline constexpr int64_t kAutotune = -1;
+// Dataset::Cardinality's answers besides a count (tf.data's
+// INFINITE_CARDINALITY and UNKNOWN_CARDINALITY).
+inline constexpr int64_t kInfiniteCardinality = -1;
+inline constexpr int64_t kUnknownCardinality = -2;
 inline constexpr int64_t kAutotunePrefetchBuffer = 8;
 
 // Where a dataset's iterators run and who stops them.
@@ -148,6 +152,9 @@ class DatasetNode {
   virtual bool deterministic() const = 0;
   // The chain up to here, e.g. "Range(0, 10).Batch(4)".
   virtual std::string DebugString() const = 0;
+  // The elements every iterator yields, when known without reading them;
+  // kInfiniteCardinality or kUnknownCardinality (the default) otherwise.
+  virtual int64_t cardinality() const { return kUnknownCardinality; }
 };
 
 // Awaits `it`'s next result, taking the synchronous path when it is ready.
@@ -582,6 +589,12 @@ class Dataset {
   std::optional<ElementSpec> spec() const;
   bool deterministic() const;
   std::string DebugString() const;
+  // tf.data's cardinality(): how many elements the stream has, known from
+  // the chain without reading it -- kInfiniteCardinality for a Repeat
+  // without end, kUnknownCardinality when it depends on the data (a file's
+  // lines, a Filter) or the dataset is not ok():
+  //   Range(10).Batch(4).Repeat(2).Cardinality()   6
+  int64_t Cardinality() const;
 
   // A new iterator at the start of the stream.
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(

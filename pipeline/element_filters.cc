@@ -45,6 +45,12 @@ class PassThroughDataset : public DatasetNode {
   bool deterministic() const override { return input_->deterministic(); }
 
  protected:
+  // The input's cardinality, or nullopt when it is infinite or unknown,
+  // which the stages here pass through as they are (tf.data's rules).
+  std::optional<int64_t> KnownInputCardinality() const {
+    const int64_t n = input_->cardinality();
+    return n >= 0 ? std::optional<int64_t>(n) : std::nullopt;
+  }
   Node input_;
 };
 
@@ -141,6 +147,8 @@ class PredicateDataset : public PassThroughDataset {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".", name_, "()");
   }
+  // What the predicate keeps is known only by reading.
+  int64_t cardinality() const override { return kUnknownCardinality; }
 
  private:
   std::shared_ptr<const Predicate> pred_;
@@ -190,6 +198,12 @@ class TakeDataset : public PassThroughDataset {
   }
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Take(", count_, ")");
+  }
+  int64_t cardinality() const override {
+    const int64_t n = input_->cardinality();
+    if (n == kUnknownCardinality) return n;
+    if (n == kInfiniteCardinality) return count_;  // -1: all of them
+    return count_ < 0 ? n : std::min(n, count_);
   }
 
  private:
@@ -249,6 +263,11 @@ class SkipDataset : public PassThroughDataset {
   }
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Skip(", count_, ")");
+  }
+  int64_t cardinality() const override {
+    std::optional<int64_t> n = KnownInputCardinality();
+    if (!n.has_value()) return input_->cardinality();
+    return count_ < 0 ? 0 : std::max<int64_t>(0, *n - count_);
   }
 
  private:
@@ -328,6 +347,11 @@ class ShardDataset : public PassThroughDataset {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Shard(", num_shards_, ", ",
                         index_, ")");
+  }
+  int64_t cardinality() const override {
+    std::optional<int64_t> n = KnownInputCardinality();
+    if (!n.has_value()) return input_->cardinality();
+    return *n / num_shards_ + (index_ < *n % num_shards_ ? 1 : 0);
   }
 
  private:
@@ -455,6 +479,17 @@ class RepeatDataset : public PassThroughDataset {
   }
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Repeat(", count_, ")");
+  }
+  // tf.data's: forever is infinite unless the input is known to be empty
+  // (an unknown one counts as not empty).
+  int64_t cardinality() const override {
+    const int64_t n = input_->cardinality();
+    if (n == 0 || count_ == 0) return 0;
+    if (count_ < 0) return kInfiniteCardinality;
+    if (n < 0) return n;
+    int64_t total;
+    if (__builtin_mul_overflow(n, count_, &total)) return kUnknownCardinality;
+    return total;
   }
 
  private:

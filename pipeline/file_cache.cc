@@ -306,6 +306,7 @@ class FileCacheDataset : public DatasetNode {
     return absl::StrCat(input_->DebugString(), ".Cache(", options_.filename,
                         ")");
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

@@ -508,6 +508,7 @@ class MapDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".", StageName(options_));
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

@@ -74,6 +74,9 @@ class FromElementsDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat("FromElements(", elements_->size(), ")");
   }
+  int64_t cardinality() const override {
+    return static_cast<int64_t>(elements_->size());
+  }
 
  private:
   std::shared_ptr<const std::vector<Element>> elements_;
@@ -121,6 +124,7 @@ class SliceBatchesDataset : public DatasetNode {
   std::optional<ElementSpec> spec() const override { return unfused_->spec(); }
   bool deterministic() const override { return true; }
   std::string DebugString() const override { return unfused_->DebugString(); }
+  int64_t cardinality() const override { return unfused_->cardinality(); }
 
  private:
   std::shared_ptr<const std::vector<Tensor>> tensors_;
@@ -157,6 +161,9 @@ class FromTensorSlicesDataset : public DatasetNode, public BatchFusable {
     return absl::StrCat("FromTensorSlices(", (*tensors_)[0].shape().dim_size(0),
                         ")");
   }
+  int64_t cardinality() const override {
+    return (*tensors_)[0].shape().dim_size(0);
+  }
   Node FusedBatch(const Node& self, int64_t batch_size,
                   bool drop_remainder) const override {
     return std::make_shared<SliceBatchesDataset>(
@@ -178,27 +185,15 @@ class RangeDataset : public DatasetNode {
       : start_(start), stop_(stop), step_(step) {}
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext&) const override {
-    // Python's len(range(start, stop, step)), without overflow.
-    int64_t n = 0;
-    if (step_ > 0 && start_ < stop_) {
-      n = static_cast<int64_t>(
-          (static_cast<uint64_t>(stop_) - static_cast<uint64_t>(start_) - 1) /
-              static_cast<uint64_t>(step_) +
-          1);
-    } else if (step_ < 0 && start_ > stop_) {
-      n = static_cast<int64_t>(
-          (static_cast<uint64_t>(start_) - static_cast<uint64_t>(stop_) - 1) /
-              (0 - static_cast<uint64_t>(step_)) +
-          1);
-    }
-    return MakeIndexIterator(n, [start = start_, step = step_](int64_t i) {
-      Element element;
-      element.components.emplace_back(
-          Tensor::Scalar<int64_t>(static_cast<int64_t>(
-              static_cast<uint64_t>(start) +
-              static_cast<uint64_t>(i) * static_cast<uint64_t>(step))));
-      return element;
-    });
+    return MakeIndexIterator(
+        Count(), [start = start_, step = step_](int64_t i) {
+          Element element;
+          element.components.emplace_back(
+              Tensor::Scalar<int64_t>(static_cast<int64_t>(
+                  static_cast<uint64_t>(start) +
+                  static_cast<uint64_t>(i) * static_cast<uint64_t>(step))));
+          return element;
+        });
   }
   std::optional<ElementSpec> spec() const override {
     return ElementSpec{ComponentSpec::Scalar(DType::kInt64)};
@@ -207,8 +202,25 @@ class RangeDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat("Range(", start_, ", ", stop_, ", ", step_, ")");
   }
+  int64_t cardinality() const override { return Count(); }
 
  private:
+  // Python's len(range(start, stop, step)), without overflow.
+  int64_t Count() const {
+    if (step_ > 0 && start_ < stop_) {
+      return static_cast<int64_t>(
+          (static_cast<uint64_t>(stop_) - static_cast<uint64_t>(start_) - 1) /
+              static_cast<uint64_t>(step_) +
+          1);
+    }
+    if (step_ < 0 && start_ > stop_) {
+      return static_cast<int64_t>(
+          (static_cast<uint64_t>(start_) - static_cast<uint64_t>(stop_) - 1) /
+              (0 - static_cast<uint64_t>(step_)) +
+          1);
+    }
+    return 0;
+  }
   int64_t start_, stop_, step_;
 };
 

@@ -365,6 +365,7 @@ class PrefetchDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".Prefetch(", buffer_size_, ")");
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

@@ -152,6 +152,7 @@ class ScanDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".", ScanStageName(options_));
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

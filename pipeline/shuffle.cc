@@ -129,6 +129,7 @@ class ShuffleDataset : public DatasetNode {
     return absl::StrCat(input_->DebugString(), ".Shuffle(", buffer_size_, ", ",
                         seed_, ")");
   }
+  int64_t cardinality() const override { return input_->cardinality(); }
 
  private:
   Node input_;

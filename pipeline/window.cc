@@ -130,6 +130,16 @@ class WindowDataset : public DatasetNode {
   std::string DebugString() const override {
     return absl::StrCat(input_->DebugString(), ".", Name());
   }
+  // tf.data's: the windows that start inside the input (and, with
+  // drop_remainder, end inside it).
+  int64_t cardinality() const override {
+    const int64_t n = input_->cardinality();
+    if (n < 0) return n;
+    const int64_t shift = *options_.shift;
+    if (!options_.drop_remainder) return n / shift + (n % shift != 0 ? 1 : 0);
+    const int64_t after_first = n - ((options_.size - 1) * options_.stride + 1);
+    return after_first < 0 ? 0 : after_first / shift + 1;
+  }
 
  private:
   std::string Name() const {

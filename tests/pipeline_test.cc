@@ -680,6 +680,85 @@ CO_TEST(Pipeline, ScanCarriesItsStateThroughEveryPathAndRestartsPerIterator) {
   EXPECT_TRUE(absl::IsInvalidArgument(empty.status())) << empty.status();
 }
 
+// tf.data's cardinality rules; every known count is the count a drain
+// finds.
+CO_TEST(Pipeline, CardinalityIsWhatTheChainTellsWithoutReadingIt) {
+  const int64_t kInf = kInfiniteCardinality;
+  const int64_t kUnknown = kUnknownCardinality;
+  auto any = [](const Element&) -> absl::StatusOr<bool> { return true; };
+  auto same = [](Element e) -> absl::StatusOr<Element> { return e; };
+  const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
+  struct Case {
+    Dataset dataset;
+    int64_t want;
+  };
+  const std::vector<Case> cases{
+      {Dataset::Range(10), 10},
+      {Dataset::Range(10, 0, -3), 4},
+      {Dataset::Range(5, 5), 0},
+      {Dataset::FromElements({zero, zero}), 2},
+      {Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2, 3})}), 3},
+      {Dataset::FromTensorSlices({Tensor::FromVector<int64_t>({1, 2, 3})})
+           .Batch(2),
+       2},
+      {Dataset::Range(10).Batch(4), 3},
+      {Dataset::Range(10).Batch(4, /*drop_remainder=*/true), 2},
+      {Dataset::Range(10).Map(same).Prefetch(2), 10},
+      {Dataset::Range(10).Shuffle(4, 1).Cache().Enumerate(), 10},
+      {Dataset::Range(10).Scan(zero, RunningSum), 10},
+      {Dataset::Range(10).Take(3), 3},
+      {Dataset::Range(10).Take(30), 10},
+      {Dataset::Range(10).Take(-1), 10},
+      {Dataset::Range(10).Skip(3), 7},
+      {Dataset::Range(10).Skip(30), 0},
+      {Dataset::Range(10).Skip(-1), 0},
+      {Dataset::Range(10).Shard(3, 0), 4},
+      {Dataset::Range(10).Shard(3, 1), 3},
+      {Dataset::Range(10).Shard(3, 2), 3},
+      {Dataset::Range(3).Repeat(4), 12},
+      {Dataset::Range(3).Repeat(), kInf},
+      {Dataset::Range(0).Repeat(), 0},
+      {Dataset::Range(3).Repeat().Take(7), 7},
+      {Dataset::Range(3).Repeat().Skip(2), kInf},
+      {Dataset::Range(3).Repeat().Batch(2), kInf},
+      {Dataset::Range(10).Filter(any), kUnknown},
+      {Dataset::Range(10).TakeWhile(any), kUnknown},
+      {Dataset::Range(10).Filter(any).Repeat(), kInf},
+      {Dataset::Range(10).Filter(any).Repeat(2), kUnknown},
+      {Dataset::Range(10).Filter(any).Take(3), kUnknown},
+      {Dataset::Zip({Dataset::Range(3), Dataset::Range(5)}), 3},
+      {Dataset::Zip({Dataset::Range(3).Repeat(), Dataset::Range(5)}), 5},
+      {Dataset::Zip({Dataset::Range(3), Dataset::Range(5).Filter(any)}),
+       kUnknown},
+      {Dataset::Range(3).Concatenate(Dataset::Range(4)), 7},
+      {Dataset::Range(3).Concatenate(Dataset::Range(4).Repeat()), kInf},
+      {Dataset::Range(3).Concatenate(Dataset::Range(4).Filter(any)), kUnknown},
+      {Dataset::Range(7).Window({.size = 3, .shift = 2}), 4},
+      {Dataset::Range(7).Window(
+           {.size = 3, .shift = 2, .drop_remainder = true}),
+       3},
+      {Dataset::Range(10).Window(
+           {.size = 3, .shift = 3, .stride = 2, .drop_remainder = true}),
+       2},
+      {Dataset::Range(2).Window({.size = 3, .drop_remainder = true}), 0},
+      {Dataset::Range(6).Batch(2).Unbatch(), kUnknown},
+      {Dataset::TextLines({"lines.txt"}), kUnknown},
+      {Dataset::Range(3).Batch(0), kUnknown},  // not ok()
+  };
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);  // for the Prefetch
+  for (const Case& c : cases) {
+    EXPECT_EQ(c.dataset.Cardinality(), c.want) << c.dataset.DebugString();
+    if (c.want < 0) continue;
+    Drained d = co_await Drain(c.dataset, Context(&coordinator));
+    EXPECT_TRUE(d.end.ok()) << d.end;
+    EXPECT_EQ(static_cast<int64_t>(d.elements.size()), c.want)
+        << c.dataset.DebugString();
+  }
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
 CO_TEST(Pipeline, ScanErrorsEndTheStreamNamingTheElement) {
   const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
   // Elements that say where they came from, as a file's lines do.

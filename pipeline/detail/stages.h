@@ -127,6 +127,10 @@ absl::Status StackingFailure(const std::string& stage);
 // each component with a dimension 0 of `leading` (or kUnknownDim) first.
 std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
                                        int64_t leading);
+// Cardinality arithmetic (pipeline/batch.cc): batches of `size` out of
+// `n` elements (the last one short, or dropped); and `n` with the
+// unknown and infinite cases passed through.
+int64_t BatchedCardinality(int64_t n, int64_t size, bool drop_remainder);
 // pipeline/window.cc
 Node WindowNode(Node input, WindowOptions options);
 // pipeline/group_by_window.cc
