@@ -18,7 +18,7 @@
 //     the input's spec is known, else at the batch).
 // An input error is returned at once; the partial batch is dropped. A
 // batch too large to make (a padded shape of 2^50, memory running out) is
-// an error naming the stage, never an exception.
+// an error naming the stage, never an exception (AllocateBatchTensor).
 // Batch over a stage that builds its own batches (detail::BatchFusable:
 // CsvRows) is that stage's fused batch, with the same results.
 // Skip(k) skips k * n input elements (Batch; PaddedBatch too), building
@@ -117,12 +117,7 @@ class BatchingIterator : public ElementIterator {
       pending_.clear();
       return std::optional<Element>();
     }
-    Result batch = absl::UnknownError("");
-    try {
-      batch = Stack(pending_);
-    } catch (...) {
-      batch = StackingFailure(stage_);
-    }
+    Result batch = Stack(pending_);
     pending_.clear();
     return batch;
   }
@@ -134,6 +129,36 @@ class BatchingIterator : public ElementIterator {
   std::vector<Element> pending_;
   bool input_done_ = false;
 };
+
+// Called in a catch block: what a stacking threw as a status naming
+// `stage`.
+absl::Status StackingFailure(const std::string& stage) {
+  try {
+    throw;
+  } catch (const StatusError& e) {
+    return absl::Status(e.status().code(),
+                        absl::StrCat(stage, ": ", e.status().message()));
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat(stage, ": out of memory for the batch"));
+  } catch (...) {
+    return StatusFromException(std::current_exception(), stage);
+  }
+}
+
+// A batch's tensor of `shape` (zeros when `zero_fill`), or what making it
+// threw -- a shape too large, memory running out -- as a status naming
+// `stage`. Out of line, so that the loops copying the elements in are
+// compiled as they are without the exception handling around them.
+[[gnu::noinline]] absl::StatusOr<Tensor> AllocateBatchTensor(
+    DType dtype, const TensorShape& shape, bool zero_fill,
+    const std::string& stage) {
+  try {
+    return zero_fill ? Tensor(dtype, shape) : Tensor::Allocate(dtype, shape);
+  } catch (...) {
+    return StackingFailure(stage);
+  }
+}
 
 absl::Status ComponentCountError(const std::string& stage, const Element& first,
                                  const Element& other, size_t index) {
@@ -305,7 +330,10 @@ class PaddedBatchIterator : public BatchingIterator {
       TensorShape element_shape{absl::MakeConstSpan(dims)};
       TensorShape shape{static_cast<int64_t>(elements.size())};
       for (int64_t d : dims) shape.AddDim(d);
-      Tensor out(dtype, shape);  // zeros
+      absl::StatusOr<Tensor> made =
+          AllocateBatchTensor(dtype, shape, /*zero_fill=*/true, stage());
+      if (!made.ok()) return made.status();
+      Tensor out = *std::move(made);
       const size_t element_bytes = DTypeSize(dtype);
       const size_t item_bytes =
           static_cast<size_t>(element_shape.num_elements()) * element_bytes;
@@ -383,20 +411,6 @@ class PaddedBatchDataset : public DatasetNode {
 
 }  // namespace
 
-absl::Status StackingFailure(const std::string& stage) {
-  try {
-    throw;
-  } catch (const StatusError& e) {
-    return absl::Status(e.status().code(),
-                        absl::StrCat(stage, ": ", e.status().message()));
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(stage, ": out of memory for the batch"));
-  } catch (...) {
-    return StatusFromException(std::current_exception(), stage);
-  }
-}
-
 int64_t BatchedCardinality(int64_t n, int64_t size, bool drop_remainder) {
   if (n < 0) return n;  // infinite or unknown
   return drop_remainder ? n / size : n / size + (n % size != 0 ? 1 : 0);
@@ -432,7 +446,10 @@ ElementIterator::Result StackElements(const std::vector<Element>& elements,
     }
     TensorShape shape{k};
     for (int64_t d : head->shape().dim_sizes()) shape.AddDim(d);
-    Tensor out = Tensor::Allocate(head->dtype(), shape);
+    absl::StatusOr<Tensor> made =
+        AllocateBatchTensor(head->dtype(), shape, /*zero_fill=*/false, stage);
+    if (!made.ok()) return made.status();
+    Tensor out = *std::move(made);
     const size_t bytes = head->TotalBytes();
     char* dst = static_cast<char*>(out.raw_data());
     for (size_t i = 0; i < elements.size(); ++i) {

@@ -85,12 +85,7 @@ class WindowIterator : public ElementIterator {
          i += stride_) {
       window.push_back(held_[i]);
     }
-    Result stacked = absl::UnknownError("");
-    try {
-      stacked = StackElements(window, stage_);
-    } catch (...) {
-      stacked = StackingFailure(stage_);
-    }
+    Result stacked = StackElements(window, stage_);
     // The next window starts shift elements on; those not read yet are
     // skipped before it is filled.
     const size_t drop = std::min(held_.size(), static_cast<size_t>(shift_));

@@ -117,12 +117,10 @@ Node PaddedBatchNode(Node input, int64_t batch_size,
                      PaddedBatchOptions options);
 // `elements` (at least one) stacked along a new dimension 0, component by
 // component, as Batch stacks them; InvalidArgument naming `stage`, the
-// component and the element's origin when they do not stack.
+// component and the element's origin when they do not stack, and an error
+// naming `stage` when the batch is too large to make (never a throw).
 ElementIterator::Result StackElements(const std::vector<Element>& elements,
                                       const std::string& stage);
-// Called in a catch block around a stacking: what it threw (a tensor too
-// large to make, an allocation that failed) as a status naming `stage`.
-absl::Status StackingFailure(const std::string& stage);
 // The spec of such stacks of elements of spec `in` (nullopt: unknown):
 // each component with a dimension 0 of `leading` (or kUnknownDim) first.
 std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
