@@ -402,6 +402,30 @@ Dataset Dataset::Filter(Predicate pred) const {
   return FromNode(detail::FilterNode(node_, std::move(pred)));
 }
 
+Dataset Dataset::Unique(UniqueOptions options) const {
+  if (!ok()) return *this;
+  if (options.max_bytes < 0) {
+    return Failed(ArgumentError(
+        *this, "Unique",
+        absl::StrCat("max_bytes must be >= 0, got ", options.max_bytes)));
+  }
+  if (std::optional<ElementSpec> spec = this->spec()) {
+    const bool scalar =
+        spec->size() == 1 &&
+        ((*spec)[0].is_string ||
+         ((*spec)[0].shape.dims() <= 0 &&  // a scalar, or an unknown rank
+          ((*spec)[0].dtype == DType::kInt64 ||
+           (*spec)[0].dtype == DType::kInt32)));
+    if (!scalar) {
+      return Failed(ArgumentError(
+          *this, "Unique",
+          absl::StrCat("elements of ", ElementSpecString(*spec),
+                       "; Unique takes int32, int64 or string scalars")));
+    }
+  }
+  return FromNode(detail::UniqueNode(node_, std::move(options)));
+}
+
 Dataset Dataset::TakeWhile(Predicate pred) const {
   if (!ok()) return *this;
   if (!pred) {

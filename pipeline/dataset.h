@@ -354,6 +354,14 @@ struct CacheOptions {
   std::string filename{};
 };
 
+struct UniqueOptions {
+  // The most bytes the values seen may take (8 an integer, a string's
+  // length plus 32); past it, ResourceExhausted.
+  int64_t max_bytes = int64_t{1} << 30;
+  // For messages: "Unique(<name>)".
+  std::string name{};
+};
+
 struct ListFilesOptions {
   // tf.data's default: the names in a random order, another each pass of a
   // Repeat; false: sorted by name.
@@ -477,6 +485,11 @@ class Dataset {
   Dataset Interleave(FlatMapFunction fn, InterleaveOptions options = {}) const;
   // The elements for which pred is true, in order.
   Dataset Filter(Predicate pred) const;
+  // tf.data's unique(): each element once, at its first occurrence. An
+  // element is one int32, int64 or string scalar, as in tf.data (else
+  // InvalidArgument); the values seen are kept, within
+  // UniqueOptions::max_bytes (ResourceExhausted past it).
+  Dataset Unique(UniqueOptions options = {}) const;
   // tf.data's take_while: the elements up to the first for which pred is
   // false, which ends the stream (the input is not read further). pred's
   // error is passed on, as Filter's.

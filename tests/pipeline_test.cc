@@ -633,6 +633,88 @@ CO_TEST(Pipeline, BucketBySequenceLengthBatchesSimilarLengthsPadded) {
   }
 }
 
+CO_TEST(Pipeline, UniqueKeepsFirstOccurrencesOfScalarsWithinItsBound) {
+  auto ints = [](std::vector<int64_t> values, bool int32) {
+    std::vector<Element> out;
+    for (int64_t v : values) {
+      out.push_back(
+          MakeElement({int32 ? Tensor::Scalar<int32_t>(static_cast<int32_t>(v))
+                             : Tensor::Scalar<int64_t>(v)}));
+    }
+    return Dataset::FromElements(std::move(out));
+  };
+  for (bool awaited : {false, true}) {
+    for (bool int32 : {false, true}) {
+      Dataset input = ints({3, 1, 3, 2, 1, 4, 4}, int32);
+      if (awaited) input = Awaited(input);
+      // Named first: a default options struct inside a co_await expression
+      // is freed too early by g++ 12 (docs/async_pitfalls.md, item 8).
+      Dataset unique = input.Unique();
+      Drained d = co_await Drain(unique, Context());
+      EXPECT_TRUE(d.end.ok()) << d.end;
+      EXPECT_EQ(d.elements, Scalars({3, 1, 2, 4}))
+          << "awaited " << awaited << ", int32 " << int32;
+    }
+  }
+  std::vector<Element> words;
+  for (const char* w : {"b", "a", "b", "", "c", ""}) {
+    Element e;
+    e.components.emplace_back(std::string(w));
+    words.push_back(std::move(e));
+  }
+  Dataset unique_words = Dataset::FromElements(words).Unique();
+  CO_ASSERT_OK(unique_words.status());
+  EXPECT_EQ(unique_words.Cardinality(), kUnknownCardinality);
+  Drained d = co_await Drain(unique_words, Context());
+  EXPECT_EQ(d.texts, (std::vector<std::string>{"b", "a", "", "c"}));
+
+  // The values seen are bounded: 10 int64s take 80 bytes. A value seen
+  // again takes nothing more.
+  Dataset bounded = Dataset::Range(3)
+                        .Repeat(5)
+                        .Concatenate(Dataset::Range(100))
+                        .Unique({.max_bytes = 80, .name = "ids"});
+  d = co_await Drain(bounded, Context());
+  EXPECT_EQ(d.elements, Scalars({0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_TRUE(absl::IsResourceExhausted(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(
+      d.end.message(), "Unique(ids): the values seen take max_bytes = 80"))
+      << d.end;
+
+  // Other elements are refused: when the dataset is made if the spec says
+  // so, else at the element, naming its origin.
+  for (const Dataset& refused :
+       {Dataset::Range(4).Batch(2).Unique(),
+        Dataset::Zip({Dataset::Range(2), Dataset::Range(2)}).Unique(),
+        Dataset::FromElements({MakeElement({Tensor::Scalar<float>(1)})})
+            .Unique()}) {
+    EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+    EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                  "Unique takes int32, int64 or string"))
+        << refused.status();
+  }
+  // A map without an output spec: 0, then a vector from "r.txt:2".
+  Dataset unchecked =
+      Dataset::Range(2)
+          .Map([](Element e) -> absl::StatusOr<Element> {
+            if (Int(e.tensor(0)) == 0) return e;
+            Element row = MakeElement({Tensor::FromVector<int64_t>({1, 2})});
+            row.origin = {
+                .kind = ElementOrigin::Kind::kFileLine,
+                .source = std::make_shared<const std::string>("r.txt"),
+                .index = 2};
+            return row;
+          })
+          .Unique();
+  CO_ASSERT_OK(unchecked.status());
+  d = co_await Drain(unchecked, Context());
+  EXPECT_EQ(d.elements, Scalars({0}));
+  EXPECT_TRUE(absl::IsInvalidArgument(d.end)) << d.end;
+  EXPECT_TRUE(absl::StrContains(d.end.message(),
+                                "Unique(): r.txt:2: a int64 [2] element"))
+      << d.end;
+}
+
 // A running sum, yielded beside each element.
 absl::StatusOr<ScanStep> RunningSum(const Element& sum, Element e) {
   Tensor next = Tensor::Scalar<int64_t>(Int(sum.tensor(0)) + Int(e.tensor(0)));

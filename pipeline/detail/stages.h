@@ -131,6 +131,8 @@ std::optional<ElementSpec> StackedSpec(const std::optional<ElementSpec>& in,
 int64_t BatchedCardinality(int64_t n, int64_t size, bool drop_remainder);
 // pipeline/window.cc
 Node WindowNode(Node input, WindowOptions options);
+// pipeline/unique.cc
+Node UniqueNode(Node input, UniqueOptions options);
 // pipeline/group_by_window.cc
 Node GroupByWindowNode(Node input, GroupByWindowOptions options);
 // pipeline/prefetch.cc
