@@ -64,28 +64,14 @@ absl::StatusOr<bool> CallPredicate(const Predicate& pred,
   }
 }
 
-class FilterIterator : public ElementIterator {
+class FilterIterator : public DroppingIterator<FilterIterator> {
  public:
   FilterIterator(std::unique_ptr<ElementIterator> input,
                  std::shared_ptr<const Predicate> pred)
-      : input_(std::move(input)), pred_(std::move(pred)) {}
-
-  std::optional<Result> TryNext() override {
-    while (true) {
-      std::optional<Result> in = input_->TryNext();
-      if (!in.has_value()) return std::nullopt;
-      if (std::optional<Result> out = Keep(*std::move(in))) return out;
-    }
-  }
-  asio::awaitable<Result> Next() override {
-    while (true) {
-      if (std::optional<Result> out = Keep(co_await NextOf(*input_))) {
-        co_return *std::move(out);
-      }
-    }
-  }
+      : DroppingIterator(std::move(input)), pred_(std::move(pred)) {}
 
  private:
+  friend class DroppingIterator<FilterIterator>;
   // The result to return, or nullopt for an element filtered out.
   std::optional<Result> Keep(Result in) {
     if (!in.ok() || !in->has_value()) return in;
@@ -94,7 +80,6 @@ class FilterIterator : public ElementIterator {
     if (!*keep) return std::nullopt;
     return in;
   }
-  std::unique_ptr<ElementIterator> input_;
   std::shared_ptr<const Predicate> pred_;
 };
 

@@ -25,29 +25,15 @@ using Result = ElementIterator::Result;
 // the string's own header.
 constexpr int64_t kStringOverhead = 32;
 
-class UniqueIterator : public ElementIterator {
+class UniqueIterator : public DroppingIterator<UniqueIterator> {
  public:
   UniqueIterator(std::unique_ptr<ElementIterator> input, UniqueOptions options)
-      : input_(std::move(input)),
+      : DroppingIterator(std::move(input)),
         options_(std::move(options)),
         stage_(absl::StrCat("Unique(", options_.name, ")")) {}
 
-  std::optional<Result> TryNext() override {
-    while (true) {
-      std::optional<Result> in = input_->TryNext();
-      if (!in.has_value()) return std::nullopt;
-      if (std::optional<Result> out = Keep(*std::move(in))) return out;
-    }
-  }
-  asio::awaitable<Result> Next() override {
-    while (true) {
-      if (std::optional<Result> out = Keep(co_await NextOf(*input_))) {
-        co_return *std::move(out);
-      }
-    }
-  }
-
  private:
+  friend class DroppingIterator<UniqueIterator>;
   // The result to return, or nullopt for an element seen before.
   std::optional<Result> Keep(Result in) {
     if (!in.ok() || !in->has_value()) return in;
@@ -95,7 +81,6 @@ class UniqueIterator : public ElementIterator {
                      " bytes (", numbers_.size() + texts_.size(), " values)"));
   }
 
-  std::unique_ptr<ElementIterator> input_;
   UniqueOptions options_;
   std::string stage_;
   absl::flat_hash_set<int64_t> numbers_;

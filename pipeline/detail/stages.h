@@ -31,6 +31,39 @@ class BatchFusable {
                           bool drop_remainder) const = 0;
 };
 
+// A stage that passes on some of its input's results and drops the others
+// (Filter, Unique): Derived's `std::optional<Result> Keep(Result in)` says,
+// per result, what to return, or nullopt to drop it and take the next.
+// Both paths loop over the input: TryNext while it has results ready, Next
+// awaiting them.
+template <typename Derived>
+class DroppingIterator : public ElementIterator {
+ public:
+  explicit DroppingIterator(std::unique_ptr<ElementIterator> input)
+      : input_(std::move(input)) {}
+
+  std::optional<Result> TryNext() override {
+    while (true) {
+      std::optional<Result> in = input_->TryNext();
+      if (!in.has_value()) return std::nullopt;
+      if (std::optional<Result> out = self().Keep(*std::move(in))) return out;
+    }
+  }
+  boost::asio::awaitable<Result> Next() override {
+    while (true) {
+      if (std::optional<Result> out = self().Keep(co_await NextOf(*input_))) {
+        co_return *std::move(out);
+      }
+    }
+  }
+
+ protected:
+  std::unique_ptr<ElementIterator> input_;
+
+ private:
+  Derived& self() { return static_cast<Derived&>(*this); }
+};
+
 class Prefetcher;
 
 // An iterator that reads its input ahead through a Prefetcher (the
