@@ -151,6 +151,16 @@ Dataset::Dataset()
           "an empty Dataset: make one with a source (Dataset::Range, "
           "Dataset::TextLines, ...)")) {}
 
+namespace detail {
+absl::Status UserFunctionError(absl::Status status,
+                               absl::string_view function) {
+  if (!absl::IsOutOfRange(status)) return status;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "the ", function,
+      " returned OutOfRange (not an end of input): ", status.message()));
+}
+}  // namespace detail
+
 int64_t Dataset::Cardinality() const {
   return ok() ? node_->cardinality() : kUnknownCardinality;
 }

@@ -2,7 +2,8 @@
 // TakeWhile, Take, Skip, Shard, Repeat (tf.data's semantics).
 //   Filter   the elements for which pred is true; pred's error is passed
 //            on (the next call goes on with the next element), an
-//            exception becomes Internal.
+//            exception becomes Internal, an OutOfRange InvalidArgument
+//            (it must not pass for the end of the input).
 //   TakeWhile  the elements up to the first for which pred is false, which
 //            ends the stream without reading further; pred's errors as
 //            Filter's.
@@ -54,14 +55,19 @@ class PassThroughDataset : public DatasetNode {
   Node input_;
 };
 
-// pred(element); a throw becomes Internal naming `stage`.
+// pred(element); a throw becomes Internal naming `stage`, an OutOfRange
+// InvalidArgument (UserFunctionError).
 absl::StatusOr<bool> CallPredicate(const Predicate& pred,
                                    const Element& element, const char* stage) {
+  absl::StatusOr<bool> keep = absl::UnknownError("");
   try {
-    return pred(element);
+    keep = pred(element);
   } catch (...) {
     return StatusFromException(std::current_exception(), stage);
   }
+  if (!keep.ok())
+    return UserFunctionError(std::move(keep).status(), "predicate");
+  return keep;
 }
 
 class FilterIterator : public DroppingIterator<FilterIterator> {

@@ -9,7 +9,8 @@
 //     keys must not grow without bound).
 //   * An input error, an error of key or window_size (or a window size
 //     below 1), or a reduce that fails (a failed dataset, a throw) is
-//     returned at once, naming the stage and the key or the element's
+//     returned at once (a function's OutOfRange as InvalidArgument:
+//     UserFunctionError), naming the stage and the key or the element's
 //     origin; the next call goes on (the groups are kept: they are whole
 //     elements, not cut by it). An error inside a reduced dataset is
 //     returned and that dataset dropped.
@@ -140,7 +141,7 @@ class GroupByWindowIterator : public ElementIterator {
     absl::StatusOr<std::unique_ptr<ElementIterator>> it =
         reduced.ok() ? reduced.MakeIterator(context_)
                      : absl::StatusOr<std::unique_ptr<ElementIterator>>(
-                           reduced.status());
+                           UserFunctionError(reduced.status(), "reduce"));
     if (!it.ok()) {
       return Result(
           absl::Status(it.status().code(),
@@ -152,12 +153,15 @@ class GroupByWindowIterator : public ElementIterator {
   }
   template <typename Fn>
   absl::StatusOr<int64_t> Guarded(Fn fn, absl::string_view what) {
+    absl::StatusOr<int64_t> value = absl::UnknownError("");
     try {
-      return fn();
+      value = fn();
     } catch (...) {
       return StatusFromException(std::current_exception(),
                                  absl::StrCat(stage_, " ", what));
     }
+    if (!value.ok()) return UserFunctionError(std::move(value).status(), what);
+    return value;
   }
   Result Failed(const ElementOrigin& origin, const absl::Status& status) {
     return absl::Status(

@@ -56,12 +56,7 @@ std::string StageName(const MapOptions& options) {
 // What fn's result becomes in the stream.
 Result FromMapResult(MapResult result) {
   if (!result.ok()) {
-    if (absl::IsOutOfRange(result.status())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the map function returned OutOfRange (not an end of input): ",
-          result.status().message()));
-    }
-    return result.status();
+    return UserFunctionError(std::move(result).status(), "map function");
   }
   return std::optional<Element>(*std::move(result));
 }

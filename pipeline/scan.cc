@@ -7,8 +7,8 @@
 //     InvalidArgument naming the component and the element's origin.
 //   * fn's error ends the stream with it (every later call returns it): the
 //     state after a failed element is not known, so nothing after it could
-//     be trusted. An OutOfRange from fn becomes InvalidArgument (it must
-//     not pass for the end of the input); an exception becomes Internal
+//     be trusted. An OutOfRange from fn becomes InvalidArgument
+//     (UserFunctionError); an exception becomes Internal
 //     "Scan(<name>) threw ...".
 //   * Skip runs fn over the skipped elements, so that the state at a
 //     resumed position is the state the stream had there.
@@ -98,14 +98,7 @@ class ScanIterator : public ElementIterator {
       step = StatusFromException(std::current_exception(), stage_);
     }
     if (!step.ok()) {
-      if (absl::IsOutOfRange(step.status())) {
-        return Fail(absl::InvalidArgumentError(absl::StrCat(
-            stage_,
-            ": the scan function returned OutOfRange (not an end of "
-            "input): ",
-            step.status().message())));
-      }
-      return Fail(step.status());
+      return Fail(UserFunctionError(std::move(step).status(), "scan function"));
     }
     if (absl::Status bad =
             CheckStateStructure(*initial_state_, step->state, origin, stage_);

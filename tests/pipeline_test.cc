@@ -715,6 +715,42 @@ CO_TEST(Pipeline, UniqueKeepsFirstOccurrencesOfScalarsWithinItsBound) {
       << d.end;
 }
 
+// A user's function that returns OutOfRange must not end the stream as if
+// the input had ended: every stage makes it InvalidArgument.
+CO_TEST(Pipeline, AFunctionsOutOfRangeIsNeverTakenForTheEndOfTheInput) {
+  auto out_of_range = [](const Element&) -> absl::StatusOr<bool> {
+    return absl::OutOfRangeError("done early");
+  };
+  auto key_out_of_range = [](const Element&) -> absl::StatusOr<int64_t> {
+    return absl::OutOfRangeError("done early");
+  };
+  auto one = [](int64_t) -> absl::StatusOr<int64_t> { return 1; };
+  const std::vector<Dataset> stages{
+      Dataset::Range(3).Filter(out_of_range),
+      Dataset::Range(3).TakeWhile(out_of_range),
+      Dataset::Range(3).GroupByWindow(
+          {.key = key_out_of_range,
+           .reduce = [](int64_t, Dataset window) { return window; },
+           .window_size = one}),
+      Dataset::Range(3).GroupByWindow(
+          {.key = [](const Element&) -> absl::StatusOr<int64_t> { return 0; },
+           .reduce =
+               [](int64_t, Dataset) {
+                 return Dataset::Failed(absl::OutOfRangeError("done early"));
+               },
+           .window_size = one}),
+  };
+  for (const Dataset& stage : stages) {
+    Drained d = co_await Drain(stage, Context());
+    EXPECT_TRUE(absl::IsInvalidArgument(d.end))
+        << stage.DebugString() << ": " << d.end;
+    EXPECT_TRUE(absl::StrContains(d.end.message(),
+                                  "OutOfRange (not an end of input): done "
+                                  "early"))
+        << d.end;
+  }
+}
+
 // A running sum, yielded beside each element.
 absl::StatusOr<ScanStep> RunningSum(const Element& sum, Element e) {
   Tensor next = Tensor::Scalar<int64_t>(Int(sum.tensor(0)) + Int(e.tensor(0)));

@@ -31,6 +31,13 @@ class BatchFusable {
                           bool drop_remainder) const = 0;
 };
 
+// What an error of a user's function (a map, a predicate, a key...) is in
+// the stream: itself, but an OutOfRange becomes InvalidArgument, so that
+// it cannot pass for the end of the input (IteratorGetNext would take it
+// for a clean stop). `function` names it: "the map function returned
+// OutOfRange (not an end of input): ...".
+absl::Status UserFunctionError(absl::Status status, absl::string_view function);
+
 // A stage that passes on some of its input's results and drops the others
 // (Filter, Unique): Derived's `std::optional<Result> Keep(Result in)` says,
 // per result, what to return, or nullopt to drop it and take the next.
