@@ -144,8 +144,9 @@ class DenseRequestHandler {
     return Leaf(static_cast<double>(v), v, ec);
   }
   bool on_double(double v, json::string_view, json::error_code& ec) {
-    // A literal past the double range (1e400): the tree's parse reports it.
-    if (std::isinf(v)) return Decline(ec);
+    // A literal past the double range (1e400, or 0e400, which Boost.JSON
+    // reads as NaN): the tree's parse reports it.
+    if (!std::isfinite(v)) return Decline(ec);
     return Leaf(v, v, ec);
   }
   bool on_bool(bool, json::error_code& ec) { return NonNumber(ec); }
@@ -260,7 +261,7 @@ class DenseRequestHandler {
       // a tensor of shape [].
       if (role == Role::kRows || !BeginTensor(role)) return Decline(ec);
       leaf_level_ = 0;
-      Append(as_double, as_number);
+      if (!Append(as_double, as_number)) return Decline(ec);
       tensor_base_ = -1;
       return true;
     }
@@ -270,25 +271,31 @@ class DenseRequestHandler {
     } else if (level != leaf_level_) {
       return Decline(ec);
     }
-    Append(as_double, as_number);
-    return true;
+    return Append(as_double, as_number) || Decline(ec);
   }
 
+  // False, appending nothing, for a number the input's dtype cannot hold
+  // exactly, which the tree path refuses (rest_json.h's
+  // ConvertsLosslessly).
   template <typename Number>
-  void Append(double as_double, Number as_number) {
+  bool Append(double as_double, Number as_number) {
     if constexpr (std::is_same_v<Number, double>) {
       if (dtype_ == DType::kFloat) {
+        if (!ConvertsLosslessly<float>(as_double)) return false;
         floats_.push_back(static_cast<float>(as_double));
       } else {
         doubles_.push_back(as_double);
       }
     } else {
       if (dtype_ == DType::kFloat) {
+        if (!ConvertsLosslessly<float>(as_number)) return false;
         floats_.push_back(static_cast<float>(as_number));
       } else {
+        if (!ConvertsLosslessly<double>(as_number)) return false;
         doubles_.push_back(static_cast<double>(as_number));
       }
     }
+    return true;
   }
 
   bool NonNumber(json::error_code& ec) {

@@ -88,11 +88,28 @@ std::optional<double> NonFiniteMarker(const json::value& value) {
   return std::nullopt;
 }
 
+template <typename T>
+void AppendNumber(std::string& out, T v);
+
 // A value as TensorFlow Serving quotes it in errors: its JSON, cut at 256.
+// A decimal number is written as its answers write numbers (json_tensor.cc's
+// JsonValueToString): as a float when it is within a float's range
+// (RapidJSON's IsFloat), else as a double -- 2.5, 1e+39, not Boost.JSON's
+// 2.5E0.
 std::string Quoted(const json::value& value) {
   if (NonFiniteMarker(value).has_value()) {
     const json::string& s = value.get_string();
     return std::string(s.data() + 1, s.size() - 1);
+  }
+  if (value.is_double()) {
+    const double d = value.get_double();
+    std::string text;
+    if (std::abs(d) <= 3.4028234e38) {
+      AppendNumber(text, static_cast<float>(d));
+    } else {
+      AppendNumber(text, d);
+    }
+    return text;
   }
   std::string text = json::serialize(value);
   if (text.size() > 256) text.resize(256);
@@ -172,15 +189,23 @@ absl::Status AppendLeaves(const json::value& value,
         absl::StrCat("JSON Value: ", Quoted(value), " Type: ", type,
                      " is not of expected type: ", DTypeName(dtype)));
   };
+  auto lossy = [&] {
+    return Invalid(absl::StrCat("Cannot convert JSON value: ", Quoted(value),
+                                " to ", DTypeName(dtype),
+                                " without loss of precision."));
+  };
   if constexpr (std::is_same_v<T, bool>) {
     if (!value.is_bool()) return wrong();
     out.push_back(value.get_bool());
   } else if constexpr (std::is_floating_point_v<T>) {
     if (value.is_double()) {
+      if (!ConvertsLosslessly<T>(value.get_double())) return lossy();
       out.push_back(static_cast<T>(value.get_double()));
     } else if (value.is_int64()) {
+      if (!ConvertsLosslessly<T>(value.get_int64())) return lossy();
       out.push_back(static_cast<T>(value.get_int64()));
     } else if (value.is_uint64()) {
+      if (!ConvertsLosslessly<T>(value.get_uint64())) return lossy();
       out.push_back(static_cast<T>(value.get_uint64()));
     } else if (std::optional<double> special = NonFiniteMarker(value)) {
       out.push_back(static_cast<T>(*special));
@@ -384,28 +409,47 @@ absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
   return inputs;
 }
 
-// True when `value` holds an infinite double. The bare non-finite tokens
+// True when `value` holds a non-finite double. The bare non-finite tokens
 // are marker strings at this point, so such a double came from a literal
-// past the double range, which RapidJSON (TensorFlow Serving's parser)
-// either refuses ("Number too big to be stored in double.") or reads as
-// infinity too: json_syntax.h tells which. Recursion is bounded by the
-// parse's max_depth.
-bool HoldsInfinity(const json::value& value) {
+// past the double range: an infinity, or NaN when its significand is zero
+// (Boost.JSON 1.81 reads 0e400 as 0 times infinity). RapidJSON (TensorFlow
+// Serving's parser) either refuses such a literal ("Number too big to be
+// stored in double.") or reads it as infinity or zero: json_syntax.h tells
+// which. Recursion is bounded by the parse's max_depth.
+bool HoldsNonFinite(const json::value& value) {
   switch (value.kind()) {
     case json::kind::double_:
-      return std::isinf(value.get_double());
+      return !std::isfinite(value.get_double());
     case json::kind::array:
       for (const json::value& v : value.get_array()) {
-        if (HoldsInfinity(v)) return true;
+        if (HoldsNonFinite(v)) return true;
       }
       return false;
     case json::kind::object:
       for (const auto& member : value.get_object()) {
-        if (HoldsInfinity(member.value())) return true;
+        if (HoldsNonFinite(member.value())) return true;
       }
       return false;
     default:
       return false;
+  }
+}
+
+// Gives the value RapidJSON reads to each NaN double of a document it
+// takes: zero, since only a zero significand makes one (HoldsNonFinite).
+void ZeroNaNs(json::value& value) {
+  switch (value.kind()) {
+    case json::kind::double_:
+      if (std::isnan(value.get_double())) value = 0.0;
+      return;
+    case json::kind::array:
+      for (json::value& v : value.get_array()) ZeroNaNs(v);
+      return;
+    case json::kind::object:
+      for (auto& member : value.get_object()) ZeroNaNs(member.value());
+      return;
+    default:
+      return;
   }
 }
 
@@ -439,7 +483,7 @@ absl::StatusOr<json::value> ParseBody(absl::string_view body) {
   }
   boost::system::error_code ec;
   json::value doc = ParseDocument(body, ec);
-  if (ec || HoldsInfinity(doc)) {
+  if (ec || HoldsNonFinite(doc)) {
     const JsonSyntaxVerdict verdict = CheckJsonSyntax(body);
     if (!verdict.ok()) {
       return Invalid(absl::StrCat("JSON Parse error: ", verdict.error,
@@ -455,6 +499,7 @@ absl::StatusOr<json::value> ParseBody(absl::string_view body) {
     // its nesting limit, or one of the odd spellings RapidJSON 1.1.0 also
     // takes as NaN or infinity ("NInf", "NaN.5"), which are not served.
     if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
+    ZeroNaNs(doc);
   }
   if (!doc.is_object()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));

@@ -65,10 +65,13 @@
 #ifndef COSESSION_SERVING_REST_JSON_H_
 #define COSESSION_SERVING_REST_JSON_H_
 
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -140,6 +143,34 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
 // So a malformed body is 400 even for a model that does not exist.
 absl::Status CheckBodyBeforeModelLookup(absl::string_view body,
                                         std::optional<ExamplesMethod> method);
+
+// Whether a JSON number, read as `Number` (int64_t or uint64_t for an
+// integer literal, double for one with a fraction or an exponent), converts
+// to T (float or double) as TensorFlow Serving lets it (json_tensor.cc's
+// IsLosslessDecimal): an integer only when T holds it exactly (|v| <= 2^24
+// - 1 for a float, 2^53 - 1 for a double), a decimal only within T's range
+// (1e39 is no float), a NaN or an infinity always. Others are refused with
+// "Cannot convert JSON value: 16777217 to float without loss of
+// precision."
+template <typename T, typename Number>
+bool ConvertsLosslessly(Number v) {
+  static_assert(std::is_floating_point_v<T>);
+  if constexpr (std::is_floating_point_v<Number>) {
+    if (!std::isfinite(v)) return true;
+    return v <= std::numeric_limits<T>::max() &&
+           v >= std::numeric_limits<T>::lowest();
+  } else {
+    constexpr uint64_t kMaxExact =
+        (uint64_t{1} << std::numeric_limits<T>::digits) - 1;
+    if constexpr (std::is_signed_v<Number>) {
+      const uint64_t magnitude = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v)
+                                       : static_cast<uint64_t>(v);
+      return magnitude <= kMaxExact;
+    } else {
+      return v <= kMaxExact;
+    }
+  }
+}
 
 // TensorFlow's name of a dtype, as its messages and metadata write it:
 // DT_FLOAT, DT_DOUBLE, DT_INT32, DT_INT64, DT_BOOL.

@@ -71,9 +71,12 @@ TEST(PredictFastPath, TakesTheCommonBodiesAsTheTreeDoes) {
       R"({"signature_name": "wide", "instances": [[0.1, 1e-300]]})",
       R"({"comment": {"nested": [null, true, "s"]}, "instances": [[1]],
           "more": 5})",
-      R"({"inst\u0061nces": [[18446744073709551615, -9223372036854775808]]})",
+      R"({"inst\u0061nces": [[16777215, -16777215]]})",
+      R"({"signature_name": "wide",
+          "instances": [[9007199254740991, -9007199254740991, 1e300]]})",
       R"( { "instances" : [ [ 1 , 2 ] , [ 3 , 4 ] ] } )",
-      R"({"instances": [[3.4028235e39, 1e-50, -0, -0.0]]})",
+      R"({"instances": [[3.4028234e38, -3.4028234e38, 1e-50, -0, -0.0]]})",
+      R"({"instances": [[1e-400, 0e308, 0.0e309]]})",  // zeros to both
       R"({"signature_name": "", "instances": [[1, 2]]})",
       R"({"instances": [[1, 2]], "signature_name": ""})",
   };
@@ -111,6 +114,15 @@ TEST(PredictFastPath, DeclinesEveryOtherBodyWhichTheTreeThenAnswers) {
       R"({"instances": [[1, null]]})",               // a null leaf
       R"({"instances": [{"x": [1, 2]}]})",           // a named row
       R"({"instances": [[NaN, Infinity]]})",  // TensorFlow Serving's tokens
+      // Numbers the dtype cannot hold exactly, which TensorFlow Serving
+      // refuses; 0e400 Boost.JSON reads as NaN, RapidJSON refuses.
+      R"({"instances": [[16777216, 1]]})",
+      R"({"instances": [[-16777216, 1]]})",
+      R"({"instances": [[18446744073709551615]]})",
+      R"({"instances": [[3.5e38, 1]]})",
+      R"({"inputs": -1e39})",
+      R"({"signature_name": "wide", "instances": [[9007199254740992]]})",
+      R"({"instances": [[0e400, 1]]})",
       R"({"instances": [[1, 2]]} trailing)",  // not one document
       R"({"instances": [[1, 2]])",            // unterminated
       R"({"instances": [[1]], "inputs": [[1]]})",

@@ -232,6 +232,33 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"inputs": {"x": [[-1e400, 2]]}, "other": 1})",
        "JSON Parse error: Number too big to be stored in double. at "
        "offset: 19"},
+      // Boost.JSON reads 0e400 as NaN; RapidJSON refuses it as above.
+      {R"({"instances": [[0e400, 2]]})",
+       "JSON Parse error: Number too big to be stored in double. at "
+       "offset: 16"},
+      {R"({"inputs": {"x": [[1, -0.000e400]]}})",
+       "JSON Parse error: Number too big to be stored in double. at "
+       "offset: 22"},
+      // What a float cannot hold exactly (json_tensor.cc's
+      // IsLosslessDecimal), its value written as TensorFlow Serving writes
+      // it.
+      {R"({"instances": [[16777216, 2]]})",
+       "Failed to process element: 0 of 'instances' list. Error: "
+       "INVALID_ARGUMENT: Cannot convert JSON value: 16777216 to float "
+       "without loss of precision."},
+      {R"({"inputs": [[1, -16777216]]})",
+       "Cannot convert JSON value: -16777216 to float without loss of "
+       "precision."},
+      {R"({"instances": [[1e39, 2]]})",
+       "Cannot convert JSON value: 1e+39 to float without loss of "
+       "precision."},
+      {R"({"signature_name": "pair", "inputs": {"a": [-3.5e38], "b": [1]}})",
+       "Cannot convert JSON value: -3.5e+38 to float without loss of "
+       "precision."},
+      // A decimal where an integer belongs, written as TensorFlow Serving
+      // writes it (not Boost.JSON's 2.5E0).
+      {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [2.5]}})",
+       "JSON Value: 2.5 Type: Number is not of expected type: int64"},
       {R"({"instances": [[1, NaN]})",
        "JSON Parse error: Missing a comma or ']' after an array element. at "
        "offset: 23"},
@@ -267,6 +294,24 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
     EXPECT_TRUE(absl::StrContains(request.status().message(), message))
         << body << "\n  got: " << request.status().message();
   }
+}
+
+// The edges of what a float holds exactly are taken (TensorFlow Serving
+// refuses one past them: BadRequestsGetTensorFlowServingsMessages), and a
+// literal RapidJSON reads as zero is zero, however Boost.JSON reads it.
+TEST(RestJson, NumbersAFloatHoldsExactlyAreTaken) {
+  auto request = Parse(
+      R"({"inputs": [[16777215, -16777215], [3.4028234e38, -3.4028234e38],)"
+      R"( [1e-400, 0.0e309]]})");
+  ASSERT_TRUE(request.ok()) << request.status();
+  auto x = request->inputs.at("x").flat<float>();
+  ASSERT_EQ(x.size(), 6u);
+  EXPECT_EQ(x[0], 16777215.0f);
+  EXPECT_EQ(x[1], -16777215.0f);
+  EXPECT_EQ(x[2], 3.4028234e38f);
+  EXPECT_EQ(x[3], -3.4028234e38f);
+  EXPECT_EQ(x[4], 0.0f);
+  EXPECT_EQ(x[5], 0.0f);
 }
 
 TEST(RestJson, RowResponsesHaveOneItemPerRow) {
