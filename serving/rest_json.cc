@@ -586,8 +586,24 @@ absl::Status AppendFeatureValue(const json::value& v, const std::string& key,
         " has element with unexpected JSON type: ", JsonTypeName(v)));
   }
   if (v.is_string() && !special) return mismatch("bytes");
+  auto uint64 = [&] {
+    return Invalid(absl::StrCat("Feature: ", key,
+                                " has uint64 element. Only int64 is "
+                                "supported."));
+  };
   if constexpr (std::is_floating_point_v<T>) {
     if (v.is_bool()) return mismatch("int64");
+    if (v.is_uint64()) return uint64();
+    // A decimal is a float_list's value to TensorFlow Serving, refused when
+    // a float cannot hold it; a whole number, which cosession takes for a
+    // float input too, is refused likewise when T cannot hold it exactly.
+    if ((v.is_double() && !ConvertsLosslessly<float>(v.get_double())) ||
+        (v.is_int64() && !ConvertsLosslessly<T>(v.get_int64()))) {
+      return Invalid(absl::StrCat("Cannot convert JSON value: ", Quoted(v),
+                                  " to ",
+                                  v.is_double() ? "float" : DTypeName(dtype),
+                                  " without loss of precision."));
+    }
     out.push_back(special         ? static_cast<T>(*special)
                   : v.is_double() ? static_cast<T>(v.get_double())
                   : v.is_int64()  ? static_cast<T>(v.get_int64())
@@ -601,9 +617,7 @@ absl::Status AppendFeatureValue(const json::value& v, const std::string& key,
     } else if (v.is_int64()) {
       n = v.get_int64();
     } else {
-      return Invalid(absl::StrCat("Feature: ", key,
-                                  " has uint64 element. Only int64 is "
-                                  "supported."));
+      return uint64();
     }
     const int64_t lowest =
         std::is_same_v<T, bool> ? 0 : int64_t{std::numeric_limits<T>::min()};

@@ -155,6 +155,21 @@ TEST(RestJsonExamples, BadRequestsNameTheFeatureAndTheExample) {
            "examples": [{"x": [1, 2], "n": 18446744073709551615}]})",
        "Feature: n has uint64 element. Only int64 is supported."},
       {kClassify,
+       R"({"signature_name": "classification",
+           "examples": [{"x": [1, 18446744073709551615], "n": 1}]})",
+       "Feature: x has uint64 element. Only int64 is supported."},
+      // What a float cannot hold exactly, as TensorFlow Serving refuses it.
+      {kClassify,
+       R"({"signature_name": "classification",
+           "examples": [{"x": [1, -1e39], "n": 1}]})",
+       "Cannot convert JSON value: -1e+39 to float without loss of "
+       "precision."},
+      {kClassify,
+       R"({"signature_name": "classification",
+           "examples": [{"x": [16777217, 2], "n": 1}]})",
+       "Cannot convert JSON value: 16777217 to float without loss of "
+       "precision."},
+      {kClassify,
        R"({"signature_name": "classification", "context": {"n": 1},
            "examples": [{"x": [1, 2]}, {"x": [1, 2], "n": 2}]})",
        "Feature: n is in both 'context' and example 1"},
