@@ -28,9 +28,14 @@
 // The highest version under --model_base_path is served; a higher one
 // appearing is loaded and switched to, the old one unloaded once its
 // requests finished. Prometheus metrics at /monitoring/prometheus/metrics.
+// A base path without a version yet is waited for (listed again every
+// --file_system_poll_wait_seconds), as tensorflow_model_server waits, and
+// served once one appears; the port opens then.
 // SIGTERM or SIGINT: stop accepting, answer the requests in flight (within
-// --drain_grace_seconds), exit 0. A bad flag exits 2 naming it; a model
-// that does not load exits 1 with the reason.
+// --drain_grace_seconds), exit 0 (also while waiting for a model). A bad
+// flag exits 2 naming it; a model that does not load, or a base path
+// without a version when --file_system_poll_wait_seconds is 0 or less,
+// exits 1 with the reason.
 #include <signal.h>
 
 #include <boost/asio/as_tuple.hpp>
@@ -260,10 +265,20 @@ void Say(const std::string& line) {
 // within the grace period.
 asio::awaitable<int> Serve(Flags f, Runtime* runtime, bool* drained) {
   asio::any_io_executor executor = co_await asio::this_coro::executor;
-  // Signals first: one that comes while the model loads stops the start.
+  // A signal while the models load, or while a base path waits for its
+  // first version, stops the start: exit 0, as after serving.
   asio::signal_set signals(executor, SIGINT, SIGTERM);
+  auto starting = ModelServer::Start(f.model, *runtime);
+  auto stopping = signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  auto start_or_signal = co_await (std::move(starting) || std::move(stopping));
+  if (start_or_signal.index() == 1) {
+    const int signal = std::get<1>(std::get<1>(start_or_signal));
+    Say(absl::StrCat("cosession_serve: ", strsignal(signal),
+                     " before the models were served: stopped"));
+    co_return 0;
+  }
   absl::StatusOr<std::shared_ptr<ModelServer>> started =
-      co_await ModelServer::Start(f.model, *runtime);
+      std::get<0>(std::move(start_or_signal));
   if (!started.ok()) {
     std::fprintf(stderr, "cosession_serve: %s\n",
                  started.status().ToString().c_str());

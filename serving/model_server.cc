@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/serving/proto_json_layout.h"
 #include "cosession/serving/rest_json.h"
@@ -336,6 +337,9 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
         {.name = options.model_name, .base_path = options.model_base_path});
   }
   asio::any_io_executor executor = co_await asio::this_coro::executor;
+  // A cancellation (of the wait for a first version) ends Start with
+  // Cancelled, never with an exception.
+  co_await asio::this_coro::throw_if_cancelled(false);
   std::shared_ptr<ModelServer> server(
       new ModelServer(std::move(options), runtime, executor));
   for (ModelConfig& config : configs) {
@@ -344,25 +348,11 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
     Model& m = *model;
     server->models_.emplace(m.config.name, std::move(model));
     server->metrics_->latency_by_api.try_emplace({m.config.name, "predict"});
-    const std::string& name = m.config.name;
-    absl::StatusOr<std::vector<int64_t>> versions =
-        ListSavedModelVersions(m.config.base_path);
-    if (!versions.ok()) {
-      co_return absl::NotFoundError(absl::StrCat(
-          "Could not find base path ", m.config.base_path, " for servable ",
-          name, ": ", versions.status().message()));
-    }
-    std::vector<int64_t> wanted =
-        VersionsToServe(m.config.version_policy, *versions);
-    if (wanted.empty()) {
-      co_return absl::NotFoundError(absl::StrCat(
-          "no version of servable ", name, " under ", m.config.base_path,
-          versions->empty() ? ": name each version's directory by its number, "
-                              "e.g. " +
-                                  JoinPath(m.config.base_path, "1")
-                            : " is one its model_version_policy serves"));
-    }
-    if (absl::Status loaded = co_await server->LoadWanted(m, std::move(wanted));
+    absl::StatusOr<std::vector<int64_t>> wanted =
+        co_await server->AwaitVersionsToServe(m);
+    if (!wanted.ok()) co_return wanted.status();
+    if (absl::Status loaded =
+            co_await server->LoadWanted(m, *std::move(wanted));
         !loaded.ok()) {
       co_return loaded;
     }
@@ -370,7 +360,7 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
       if (!m.served.contains(version)) {
         co_return absl::InvalidArgumentError(
             absl::StrCat("Request to assign label '", label, "' to version ",
-                         version, " of model ", name,
+                         version, " of model ", m.config.name,
                          ", which is not currently available for inference"));
       }
     }
@@ -388,6 +378,63 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
     asio::co_spawn(executor, server->ConfigPollLoop(), report);
   }
   co_return server;
+}
+
+asio::awaitable<absl::StatusOr<std::vector<int64_t>>>
+ModelServer::AwaitVersionsToServe(Model& m) {
+  const std::string& name = m.config.name;
+  std::string reported;  // the last reason for waiting written to stderr
+  for (;;) {
+    absl::Status missing;
+    std::vector<int64_t> wanted;
+    absl::StatusOr<std::vector<int64_t>> versions =
+        ListSavedModelVersions(m.config.base_path);
+    if (!versions.ok()) {
+      missing = absl::NotFoundError(absl::StrCat(
+          "Could not find base path ", m.config.base_path, " for servable ",
+          name, ": ", versions.status().message()));
+    } else {
+      wanted = VersionsToServe(m.config.version_policy, *versions);
+      if (wanted.empty()) {
+        missing = absl::NotFoundError(absl::StrCat(
+            "No versions of servable ", name, " found under base path ",
+            m.config.base_path,
+            versions->empty()
+                ? ". Did you forget to name your leaf directory as a number "
+                  "(eg. '/1/')?"
+                : absl::StrCat(" that its model_version_policy serves (it "
+                               "has ",
+                               absl::StrJoin(*versions, ", "), ")")));
+      }
+    }
+    if (missing.ok()) co_return wanted;
+    // Without polling nothing would ever appear: a clear error, rather
+    // than TensorFlow Serving's wait without end.
+    if (options_.file_system_poll_wait.count() <= 0) co_return missing;
+    if (missing.message() != reported) {
+      reported = std::string(missing.message());
+      std::fprintf(
+          stderr,
+          "cosession_serve: %s; waiting for one (looking again "
+          "every %lld ms)\n",
+          reported.c_str(),
+          static_cast<long long>(options_.file_system_poll_wait.count()));
+    }
+    // A cancellation that came while the versions loaded or were listed is
+    // only in the state (docs/async_pitfalls.md, item 2).
+    const asio::cancellation_state cancellation =
+        co_await asio::this_coro::cancellation_state;
+    asio::steady_timer wait(executor_, options_.file_system_poll_wait);
+    if (cancellation.cancelled() != asio::cancellation_type::none) {
+      co_return absl::CancelledError(absl::StrCat(
+          "stopped while waiting for a version of servable ", name));
+    }
+    auto [ec] = co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      co_return absl::CancelledError(absl::StrCat(
+          "stopped while waiting for a version of servable ", name));
+    }
+  }
 }
 
 asio::awaitable<absl::Status> ModelServer::LoadWanted(

@@ -119,10 +119,17 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   inline static constexpr const char* kPrometheusPath = kDefaultPrometheusPath;
 
   // Loads the versions each model's policy serves and starts polling.
-  // InvalidArgument naming the flag for a bad option, or a label on a
-  // version that is not served; NotFound when a base path does not exist
-  // or holds no version the policy serves; the load's error naming the
-  // model and version otherwise.
+  // A base path that does not exist yet, or holds no version the policy
+  // serves, is waited for as TensorFlow Serving waits for it: listed again
+  // every file_system_poll_wait (the reason written to stderr once, "No
+  // versions of servable m found under base path /p. Did you forget to
+  // name your leaf directory as a number (eg. '/1/')?") until a version
+  // appears; without polling (file_system_poll_wait <= 0) that is NotFound
+  // at once. Cancelling the wait (per-operation cancellation of the
+  // awaiting coroutine, e.g. a SIGTERM meanwhile) completes it with
+  // Cancelled. InvalidArgument naming the flag for a bad option, or a label
+  // on a version that is not served; the load's error naming the model and
+  // version otherwise (a version that does not load is not waited past).
   static boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
   Start(ModelServerOptions options, Runtime& runtime);
 
@@ -187,6 +194,10 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // The coroutines below take a Model by reference: models_ owns it, and
   // no model is erased while they run (Start runs them before any poll;
   // a poll holds polling_, and only a poll erases models).
+  // The versions of `model` its policy serves, once there are any (Start's
+  // wait for a first version).
+  boost::asio::awaitable<absl::StatusOr<std::vector<int64_t>>>
+  AwaitVersionsToServe(Model& model);
   // Loads the versions of `wanted` not tried yet; OK, or the first load's
   // error.
   boost::asio::awaitable<absl::Status> LoadWanted(Model& model,

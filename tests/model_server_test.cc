@@ -370,7 +370,10 @@ CO_TEST(ModelServer, StartFailsNamingTheBasePathOrTheVersion) {
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "missing"));
   auto empty = co_await ModelServer::Start(Options(dir), TestRuntime());
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(absl::StrContains(empty.status().message(), "no version"));
+  EXPECT_TRUE(absl::StrContains(
+      empty.status().message(),
+      "No versions of servable m found under base path " + dir.path()))
+      << empty.status();
 }
 
 // Reads the metrics page until no batch of model "m" runs.

@@ -1,7 +1,8 @@
 // cosession_serve as its users run it, as a child process: it serves an
 // exported model over HTTP on the port it prints, answers a TensorFlow
 // Serving client's predict, drains and exits 0 on SIGTERM; bad flags exit
-// 2 naming the flag; a base path without a model exits 1 saying why.
+// 2 naming the flag; a base path without a model is waited for (or exits
+// 1 saying why when it does not poll).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -218,14 +219,62 @@ TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
   }
 }
 
-TEST(ServeCli, ABasePathWithoutAVersionExits1SayingWhy) {
+// Without polling nothing would ever appear: an error, not a wait.
+TEST(ServeCli, ABasePathWithoutAVersionExits1SayingWhyWhenItDoesNotPoll) {
   ScratchDir dir;
-  ChildProcess child({kServe, "--model_base_path=" + dir.path()});
+  ChildProcess child({kServe, "--model_base_path=" + dir.path(),
+                      "--file_system_poll_wait_seconds=0"});
   ASSERT_TRUE(child.started());
   std::optional<int> exited = child.Wait(kLimit);
   ASSERT_TRUE(exited.has_value());
   EXPECT_EQ(ExitCodeOf(*exited), 1) << child.output();
-  EXPECT_NE(child.output().find("no version of servable default"),
+  EXPECT_NE(child.output().find("No versions of servable default found under "
+                                "base path " +
+                                dir.path() +
+                                ". Did you forget to name your leaf "
+                                "directory as a number (eg. '/1/')?"),
+            std::string::npos)
+      << child.output();
+}
+
+// As tensorflow_model_server, it waits for a first version (a trainer
+// started beside it exports one later), and serves it once it appears.
+CO_TEST(ServeCli, WaitsForAFirstVersionAndServesItOnceItAppears) {
+  ScratchDir dir;
+  ChildProcess child({kServe, "--model_name=m",
+                      "--model_base_path=" + dir.path(),
+                      "--rest_api_address=127.0.0.1", "--rest_api_port=0"});
+  CO_ASSERT_TRUE(child.started());
+  CO_ASSERT_TRUE(
+      child.WaitForOutput("No versions of servable m found", kLimit));
+  EXPECT_EQ(PortIn(child.output()), 0) << child.output();
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 3, 2.0f, false));
+  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
+  const uint16_t port = PortIn(child.output());
+  CO_ASSERT_TRUE(port != 0);
+  auto predicted = co_await testing::HttpCall(
+      port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
+  CO_ASSERT_OK(predicted.status());
+  EXPECT_EQ(predicted->status, 200u);
+  EXPECT_EQ(testing::CompactJson(predicted->body),
+            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
+  EXPECT_NE(child.output().find("' version 3 from"), std::string::npos)
+      << child.output();
+  ExpectExit0OnSigterm(child);
+}
+
+// A SIGTERM while it waits for a base path to appear stops it cleanly.
+TEST(ServeCli, ASigtermWhileWaitingForAModelExits0) {
+  ScratchDir dir;
+  const std::string missing = dir.path() + "/not_yet";
+  ChildProcess child({kServe, "--model_name=m", "--model_base_path=" + missing,
+                      "--rest_api_port=0"});
+  ASSERT_TRUE(child.started());
+  ASSERT_TRUE(child.WaitForOutput(
+      "Could not find base path " + missing + " for servable m", kLimit))
+      << child.output();
+  ExpectExit0OnSigterm(child);
+  EXPECT_NE(child.output().find("before the models were served: stopped"),
             std::string::npos)
       << child.output();
 }
