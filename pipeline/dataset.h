@@ -173,6 +173,9 @@ struct ScanStep {
   Element state;
   Element output;
 };
+// Reduce's step: the next state from the state and an element.
+using ReduceFunction = std::function<absl::StatusOr<Element>(
+    const Element& state, Element element)>;
 using ScanFunction =
     std::function<absl::StatusOr<ScanStep>(const Element& state, Element)>;
 
@@ -612,6 +615,21 @@ class Dataset {
   // A new iterator at the start of the stream.
   absl::StatusOr<std::unique_ptr<ElementIterator>> MakeIterator(
       const IteratorContext& context) const;
+
+  // tf.data's reduce: reads the whole stream with an iterator made with
+  // `context` and completes with fn(...fn(fn(initial_state, e0), e1)...,
+  // eN) -- initial_state itself when the stream is empty:
+  //   ReduceFunction add = [](const Element& sum, Element e) ... ;
+  //   absl::StatusOr<Element> total =
+  //       co_await Dataset::Range(5).Reduce(zero, add, context);
+  // It is a Scan run to its end (pipeline/reduce.cc), so the state keeps
+  // initial_state's structure and fn's errors are named as there
+  // ("Scan(Reduce): ..."). The first error -- the chain's or fn's --
+  // is the result; cancelling the awaiting coroutine ends the read with
+  // Cancelled. Name fn before the co_await (docs/async_pitfalls.md, items
+  // 4 and 8).
+  boost::asio::awaitable<absl::StatusOr<Element>> Reduce(
+      Element initial_state, ReduceFunction fn, IteratorContext context) const;
 
  private:
   Dataset(std::shared_ptr<const DatasetNode> node, absl::Status status)

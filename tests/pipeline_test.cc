@@ -967,6 +967,133 @@ CO_TEST(Pipeline, ScanErrorsEndTheStreamNamingTheElement) {
   EXPECT_TRUE(absl::StrContains(d.end.message(), "Scan(s) threw")) << d.end;
 }
 
+// A running (count, sum), as tf.data's reduce documentation counts and sums.
+absl::StatusOr<Element> CountAndSum(const Element& state, Element e) {
+  return MakeElement(
+      {Tensor::Scalar<int64_t>(Int(state.tensor(0)) + 1),
+       Tensor::Scalar<int64_t>(Int(state.tensor(1)) + Int(e.tensor(0)))});
+}
+
+std::vector<int64_t> Ints(const absl::StatusOr<Element>& e) {
+  std::vector<int64_t> out;
+  if (!e.ok()) return out;
+  for (size_t i = 0; i < e->size(); ++i) out.push_back(Int(e->tensor(i)));
+  return out;
+}
+
+CO_TEST(Pipeline, ReduceFoldsTheWholeStreamFromTheInitialState) {
+  const Element zeros =
+      MakeElement({Tensor::Scalar<int64_t>(0), Tensor::Scalar<int64_t>(0)});
+  const ReduceFunction count_and_sum = CountAndSum;
+  asio::any_io_executor loop = co_await asio::this_coro::executor;
+  Coordinator coordinator(loop);  // for the Prefetch
+  const IteratorContext context = Context(&coordinator);
+  struct Case {
+    Dataset dataset;
+    std::vector<int64_t> want;
+  };
+  const std::vector<Case> cases{
+      {Dataset::Range(1, 6), {5, 15}},
+      {Awaited(Dataset::Range(1, 6)), {5, 15}},
+      {Dataset::Range(1, 6).Prefetch(2).Repeat(2), {10, 30}},
+      {Dataset::Range(1, 6).Batch(2).Unbatch(), {5, 15}},
+      // Nothing to fold: the initial state.
+      {Dataset::Range(0), {0, 0}},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<Element> total =
+        co_await c.dataset.Reduce(zeros, count_and_sum, context);
+    CO_ASSERT_OK(total.status());
+    EXPECT_EQ(Ints(total), c.want) << c.dataset.DebugString();
+  }
+  // Each Reduce reads the stream afresh.
+  const Dataset numbers = Dataset::Range(1, 4);
+  absl::StatusOr<Element> first =
+      co_await numbers.Reduce(zeros, count_and_sum, context);
+  absl::StatusOr<Element> second =
+      co_await numbers.Reduce(zeros, count_and_sum, context);
+  EXPECT_EQ(Ints(first), (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(Ints(second), (std::vector<int64_t>{3, 6}));
+  CO_ASSERT_OK(
+      co_await coordinator.Join(std::chrono::seconds(10), asio::use_awaitable));
+}
+
+CO_TEST(Pipeline, ReduceEndsWithTheFirstErrorNamingIt) {
+  const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
+  ReduceFunction failing_at_three = [](const Element& sum,
+                                       Element e) -> absl::StatusOr<Element> {
+    if (Int(e.tensor(0)) == 3) return absl::DataLossError("bad row 3");
+    return MakeElement(
+        {Tensor::Scalar<int64_t>(Int(sum.tensor(0)) + Int(e.tensor(0)))});
+  };
+  absl::StatusOr<Element> r =
+      co_await Dataset::Range(1, 6).Reduce(zero, failing_at_three, Context());
+  EXPECT_EQ(r.status(), absl::DataLossError("bad row 3"));
+  // The chain's own error.
+  ReduceFunction sum = [](const Element& s,
+                          Element e) -> absl::StatusOr<Element> {
+    return MakeElement(
+        {Tensor::Scalar<int64_t>(Int(s.tensor(0)) + Int(e.tensor(0)))});
+  };
+  const Dataset broken = Dataset::Failed(absl::NotFoundError("no input"));
+  r = co_await broken.Reduce(zero, sum, Context());
+  EXPECT_EQ(r.status(), absl::NotFoundError("no input"));
+  // A state of another structure, as Scan refuses it.
+  ReduceFunction to_float = [](const Element&,
+                               Element) -> absl::StatusOr<Element> {
+    return MakeElement({Tensor::Scalar<float>(1)});
+  };
+  r = co_await Dataset::Range(3).Reduce(zero, to_float, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                "Scan(Reduce): the new state's component 0 is "
+                                "a float tensor"))
+      << r.status();
+  // OutOfRange from the function is not the end of the input; a throw is
+  // Internal; no function at all is InvalidArgument.
+  ReduceFunction out_of_range = [](const Element&,
+                                   Element) -> absl::StatusOr<Element> {
+    return absl::OutOfRangeError("done early");
+  };
+  r = co_await Dataset::Range(3).Reduce(zero, out_of_range, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  ReduceFunction throwing = [](const Element&,
+                               Element) -> absl::StatusOr<Element> {
+    throw std::runtime_error("oops");
+  };
+  r = co_await Dataset::Range(3).Reduce(zero, throwing, Context());
+  EXPECT_TRUE(absl::IsInternal(r.status())) << r.status();
+  const ReduceFunction none;
+  r = co_await Dataset::Range(3).Reduce(zero, none, Context());
+  EXPECT_TRUE(absl::IsInvalidArgument(r.status())) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(),
+                                "Reduce: the reduce function is empty"))
+      << r.status();
+}
+
+asio::awaitable<absl::StatusOr<Element>> ReduceOf(Dataset dataset,
+                                                  ReduceFunction fn) {
+  const Element zero = MakeElement({Tensor::Scalar<int64_t>(0)});
+  co_return co_await dataset.Reduce(zero, std::move(fn), Context());
+}
+
+// Cancelling the coroutine that awaits a Reduce whose input waits (a
+// channel nobody sends to) ends it with Cancelled, once.
+CO_TEST(Pipeline, ACancelledReduceEndsWithCancelled) {
+  auto channel = std::make_shared<ElementChannel>(TestRuntime().executor(), 2);
+  ReduceFunction keep = [](const Element& s,
+                           Element) -> absl::StatusOr<Element> { return s; };
+  asio::cancellation_signal cancel;
+  auto executor = co_await asio::this_coro::executor;
+  Started<absl::StatusOr<Element>> reduced(
+      executor, ReduceOf(FromChannel(channel), keep), cancel.slot());
+  asio::post(executor,
+             [&cancel] { cancel.emit(asio::cancellation_type::terminal); });
+  absl::StatusOr<Element> r = co_await reduced.Get();
+  EXPECT_TRUE(absl::IsCancelled(r.status())) << r.status();
+  channel->Close();
+}
+
 // ------------------------------------------------------------ combinators
 
 CO_TEST(Pipeline, ConcatenateZipAndEnumerateAsTfData) {
