@@ -21,6 +21,7 @@
 namespace cosession::serve_cli_test {
 namespace {
 
+namespace asio = boost::asio;
 using namespace std::chrono_literals;
 using testing::ChildProcess;
 using testing::ExitCodeOf;
@@ -49,6 +50,29 @@ void ExpectExit0OnSigterm(ChildProcess& child) {
   EXPECT_EQ(ExitCodeOf(*exited), 0) << child.output();
 }
 
+// Once `child` says it serves model "m" (tests/exported_model.h's, factor
+// 2): its port and its answer to one predict, checked. Port 0 when it
+// never said so.
+struct Served {
+  uint16_t port = 0;
+  absl::StatusOr<testing::ClientReply> predicted;
+};
+asio::awaitable<Served> PredictOnceServed(ChildProcess& child) {
+  Served served{.predicted = absl::UnknownError("not served")};
+  if (!child.WaitForOutput("/v1/models/m\n", kLimit)) co_return served;
+  served.port = PortIn(child.output());
+  if (served.port == 0) co_return served;
+  served.predicted =
+      co_await testing::HttpCall(served.port, "POST", "/v1/models/m:predict",
+                                 R"({"instances": [[3, 1]]})");
+  if (served.predicted.ok()) {
+    EXPECT_EQ(served.predicted->status, 200u);
+    EXPECT_EQ(testing::CompactJson(served.predicted->body),
+              R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
+  }
+  co_return served;
+}
+
 CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
   ScratchDir dir;
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 4, 2.0f, false));
@@ -56,19 +80,14 @@ CO_TEST(ServeCli, ServesAnExportedModelAndDrainsOnSigterm) {
                       "--model_base_path=" + dir.path(),
                       "--rest_api_address=127.0.0.1", "--rest_api_port=0"});
   CO_ASSERT_TRUE(child.started());
-  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
-  const uint16_t port = PortIn(child.output());
-  CO_ASSERT_TRUE(port != 0);
-  auto status = co_await testing::HttpCall(port, "GET", "/v1/models/m", "");
+  Served served = co_await PredictOnceServed(child);
+  CO_ASSERT_TRUE(served.port != 0);
+  CO_ASSERT_OK(served.predicted.status());
+  auto status =
+      co_await testing::HttpCall(served.port, "GET", "/v1/models/m", "");
   CO_ASSERT_OK(status.status());
   EXPECT_EQ(status->status, 200u);
   EXPECT_NE(status->body.find("\"AVAILABLE\""), std::string::npos);
-  auto predicted = co_await testing::HttpCall(
-      port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
-  CO_ASSERT_OK(predicted.status());
-  EXPECT_EQ(predicted->status, 200u);
-  EXPECT_EQ(testing::CompactJson(predicted->body),
-            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
   ExpectExit0OnSigterm(child);
   EXPECT_NE(child.output().find("cosession_serve: stopped"), std::string::npos)
       << child.output();
@@ -133,20 +152,15 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
        "--tensorflow_intra_op_parallelism=1",
        "--tensorflow_inter_op_parallelism=2"});
   CO_ASSERT_TRUE(child.started());
-  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
+  Served served = co_await PredictOnceServed(child);
+  CO_ASSERT_TRUE(served.port != 0);
+  CO_ASSERT_OK(served.predicted.status());
+  const uint16_t port = served.port;
   EXPECT_NE(child.output().find("running graphs on 2 threads "
                                 "(--tensorflow_inter_op_parallelism)"),
             std::string::npos)
       << child.output();
-  const uint16_t port = PortIn(child.output());
-  CO_ASSERT_TRUE(port != 0);
-  auto predicted = co_await testing::HttpCall(
-      port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
-  CO_ASSERT_OK(predicted.status());
-  EXPECT_EQ(predicted->status, 200u);
-  EXPECT_EQ(testing::CompactJson(predicted->body),
-            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
-  EXPECT_EQ(predicted->headers["Access-Control-Allow-Origin"], "*");
+  EXPECT_EQ(served.predicted->headers["Access-Control-Allow-Origin"], "*");
   // (Named: g++ 12 mishandles a braced list inside a co_await.)
   testing::RequestHeaders preflight_headers{
       {"Origin", "http://localhost:3000"},
@@ -249,15 +263,9 @@ CO_TEST(ServeCli, WaitsForAFirstVersionAndServesItOnceItAppears) {
       child.WaitForOutput("No versions of servable m found", kLimit));
   EXPECT_EQ(PortIn(child.output()), 0) << child.output();
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 3, 2.0f, false));
-  CO_ASSERT_TRUE(child.WaitForOutput("/v1/models/m\n", kLimit));
-  const uint16_t port = PortIn(child.output());
-  CO_ASSERT_TRUE(port != 0);
-  auto predicted = co_await testing::HttpCall(
-      port, "POST", "/v1/models/m:predict", R"({"instances": [[3, 1]]})");
-  CO_ASSERT_OK(predicted.status());
-  EXPECT_EQ(predicted->status, 200u);
-  EXPECT_EQ(testing::CompactJson(predicted->body),
-            R"({"predictions":[{"classes":0,"doubled":[6.0,2.0]}]})");
+  Served served = co_await PredictOnceServed(child);
+  CO_ASSERT_TRUE(served.port != 0);
+  CO_ASSERT_OK(served.predicted.status());
   EXPECT_NE(child.output().find("' version 3 from"), std::string::npos)
       << child.output();
   ExpectExit0OnSigterm(child);
