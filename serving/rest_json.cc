@@ -312,6 +312,22 @@ absl::Status AddRowItem(const json::value& value, const std::string& name,
 // The row format, as TensorFlow Serving reads it (its json_tensor.cc): the
 // rows are all objects (one key per input, whatever the number of inputs)
 // when the first one is, else all values of the one input.
+// {"b64": "<base64>"}, exactly: TensorFlow Serving's spelling of one
+// binary string (json_tensor.cc's IsValBase64Object). It is a value, never
+// an object of named inputs; cosession has no string tensors, so where a
+// number belongs it is a type error naming it.
+bool IsBase64Object(const json::value& v) {
+  if (!v.is_object()) return false;
+  const json::object& o = v.get_object();
+  const json::value* b64 = o.if_contains("b64");
+  return o.size() == 1 && b64 != nullptr && b64->is_string();
+}
+
+// An object of named inputs (TensorFlow Serving's IsElementObject).
+bool IsNamedInputs(const json::value& v) {
+  return v.is_object() && !IsBase64Object(v);
+}
+
 absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
                                        const Signature& sig) {
   if (!instances.is_array()) {
@@ -323,7 +339,7 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
     return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
                                 " No values in 'instances' array"));
   }
-  const bool objects = rows[0].is_object();
+  const bool objects = IsNamedInputs(rows[0]);
   if (!objects && sig.inputs.empty()) {
     // (TensorFlow Serving would feed its first input, which is not there.)
     return Invalid(
@@ -341,7 +357,7 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
   for (size_t i = 0; i < rows.size(); ++i) {
     const json::value& row = rows[i];
     if (!objects) {
-      if (row.is_object()) {
+      if (IsNamedInputs(row)) {
         return Invalid(
             absl::StrCat("Expecting value/list but got object at item ", i,
                          " of input list"));
@@ -353,7 +369,7 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
       }
       continue;
     }
-    if (!row.is_object()) {
+    if (!IsNamedInputs(row)) {
       return Invalid(absl::StrCat("Expecting object but got list at item ", i,
                                   " of input list"));
     }
@@ -385,8 +401,8 @@ absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
 absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
                                           const Signature& sig) {
   NamedTensors inputs;
-  const bool named = sig.inputs.size() > 1 || columns.is_object();
-  if (sig.inputs.size() > 1 && !columns.is_object()) {
+  const bool named = sig.inputs.size() > 1 || IsNamedInputs(columns);
+  if (sig.inputs.size() > 1 && !IsNamedInputs(columns)) {
     return Invalid(
         "inputs is a plain value/list, but expecting an object as multiple "
         "input tensors required as per tensorinfo_map");

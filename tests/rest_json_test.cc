@@ -255,6 +255,15 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"signature_name": "pair", "inputs": {"a": [-3.5e38], "b": [1]}})",
        "Cannot convert JSON value: -3.5e+38 to float without loss of "
        "precision."},
+      // TensorFlow Serving's binary string is a value, not named inputs:
+      // where a float belongs, a type error.
+      {R"({"instances": [{"b64": "aGk="}, {"b64": "aGk="}]})",
+       "Failed to process element: 0 of 'instances' list. Error: "
+       "INVALID_ARGUMENT: JSON Value: {\"b64\":\"aGk=\"} Type: Object is not "
+       "of expected type: float"},
+      {R"({"inputs": {"b64": "aGk="}})",
+       "JSON Value: {\"b64\":\"aGk=\"} Type: Object is not of expected type: "
+       "float"},
       // A decimal where an integer belongs, written as TensorFlow Serving
       // writes it (not Boost.JSON's 2.5E0).
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [2.5]}})",
