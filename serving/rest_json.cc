@@ -17,6 +17,7 @@
 #include "cosession/graph/status.h"
 #include "cosession/io/json_string_state.h"
 #include "cosession/serving/json_syntax.h"
+#include "cosession/serving/json_value_text.h"
 #include "cosession/serving/predict_fast_path.h"
 
 namespace cosession {
@@ -91,27 +92,30 @@ std::optional<double> NonFiniteMarker(const json::value& value) {
 template <typename T>
 void AppendNumber(std::string& out, T v);
 
-// A value as TensorFlow Serving quotes it in errors: its JSON, cut at 256.
-// A decimal number is written as its answers write numbers (json_tensor.cc's
-// JsonValueToString): as a float when it is within a float's range
-// (RapidJSON's IsFloat), else as a double -- 2.5, 1e+39, not Boost.JSON's
-// 2.5E0.
+// A value as TensorFlow Serving quotes it in errors (json_tensor.cc's
+// JsonValueToString), cut at 256 bytes so that an error never echoes a
+// whole large body: a decimal alone as its answers write numbers -- as a
+// float when it is within a float's range (RapidJSON's IsFloat), else as a
+// double: 2.5, 1e+39, not Boost.JSON's 2.5E0 --, anything else as
+// RapidJSON's PrettyWriter writes it (json_value_text.h). The NaN and
+// Infinity tokens are written as they were sent.
 std::string Quoted(const json::value& value) {
-  if (NonFiniteMarker(value).has_value()) {
-    const json::string& s = value.get_string();
+  auto token = [](const json::value& v) -> std::optional<std::string> {
+    if (!NonFiniteMarker(v).has_value()) return std::nullopt;
+    const json::string& s = v.get_string();
     return std::string(s.data() + 1, s.size() - 1);
-  }
+  };
+  std::string text;
   if (value.is_double()) {
     const double d = value.get_double();
-    std::string text;
     if (std::abs(d) <= 3.4028234e38) {
       AppendNumber(text, static_cast<float>(d));
     } else {
       AppendNumber(text, d);
     }
-    return text;
+  } else {
+    text = JsonValueText(value, token);
   }
-  std::string text = json::serialize(value);
   if (text.size() > 256) text.resize(256);
   return text;
 }
@@ -328,15 +332,18 @@ bool IsNamedInputs(const json::value& v) {
   return v.is_object() && !IsBase64Object(v);
 }
 
-absl::StatusOr<NamedTensors> ParseRows(const json::value& instances,
+// `doc` is the whole body, which TensorFlow Serving quotes in the first two
+// messages (with its spelling, "Excepting").
+absl::StatusOr<NamedTensors> ParseRows(const json::value& doc,
+                                       const json::value& instances,
                                        const Signature& sig) {
   if (!instances.is_array()) {
-    return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
-                                " Expecting 'instances' to be an list/array"));
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
+                                " Excepting 'instances' to be an list/array"));
   }
   const json::array& rows = instances.get_array();
   if (rows.empty()) {
-    return Invalid(absl::StrCat("JSON Value: ", Quoted(instances),
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
                                 " No values in 'instances' array"));
   }
   const bool objects = IsNamedInputs(rows[0]);
@@ -907,7 +914,7 @@ absl::StatusOr<PredictRequest> ParsePredictRequestThroughTree(
     return Invalid("Missing 'inputs' or 'instances' key");
   }
   absl::StatusOr<NamedTensors> inputs =
-      instances != nullptr ? ParseRows(*instances, sig->second)
+      instances != nullptr ? ParseRows(doc, *instances, sig->second)
                            : ParseColumns(*columns, sig->second);
   if (!inputs.ok()) return inputs.status();
   request.format =
@@ -976,8 +983,7 @@ struct ExamplesBody {
   const json::object* context = nullptr;
 };
 
-absl::StatusOr<ExamplesBody> ReadExamplesBody(const json::value& doc,
-                                              ExamplesMethod method) {
+absl::StatusOr<ExamplesBody> ReadExamplesBody(const json::value& doc) {
   const json::object& o = doc.get_object();
   const json::object* context = nullptr;
   if (const json::value* c = o.if_contains("context")) {
@@ -988,13 +994,11 @@ absl::StatusOr<ExamplesBody> ReadExamplesBody(const json::value& doc,
     context = &c->get_object();
   }
   const json::value* examples = o.if_contains("examples");
-  const char* verb =
-      method == ExamplesMethod::kClassify ? "classify" : "regress";
   if (examples == nullptr) {
-    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " When method is ",
-                                verb,
-                                ", key 'examples' is expected and was not "
-                                "found"));
+    // TensorFlow Serving says "classify" for :regress too.
+    return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
+                                " When method is classify, key 'examples' is "
+                                "expected and was not found"));
   }
   if (!examples->is_array()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
@@ -1033,7 +1037,7 @@ absl::Status CheckBodyBeforeModelLookup(absl::string_view body,
   COSESSION_ASSIGN_OR_RETURN(const json::value doc, ParseBody(body));
   COSESSION_RETURN_IF_ERROR(SignatureName(doc).status());
   if (method.has_value()) {
-    COSESSION_RETURN_IF_ERROR(ReadExamplesBody(doc, *method).status());
+    COSESSION_RETURN_IF_ERROR(ReadExamplesBody(doc).status());
   }
   return absl::OkStatus();
 }
@@ -1045,7 +1049,7 @@ absl::StatusOr<ExamplesRequest> ParseExamplesRequest(
   ExamplesRequest request;
   COSESSION_ASSIGN_OR_RETURN(request.signature_name, SignatureName(doc));
   COSESSION_ASSIGN_OR_RETURN(const ExamplesBody examples,
-                             ReadExamplesBody(doc, method));
+                             ReadExamplesBody(doc));
   const json::array& list = *examples.examples;
   const json::object* context = examples.context;
 

@@ -102,8 +102,9 @@ TEST(RestJsonExamples, BadRequestsNameTheFeatureAndTheExample) {
       {kClassify, R"({"signature_name": "classification"})",
        "When method is classify, key 'examples' is expected and was not "
        "found"},
+      // (TensorFlow Serving's words for :regress too.)
       {kRegress, R"({"signature_name": "regression"})",
-       "When method is regress, key 'examples' is expected"},
+       "When method is classify, key 'examples' is expected"},
       {kClassify, R"({"examples": {"x": [1, 2]}})",
        "Expecting 'examples' value to be an list/array"},
       {kClassify, R"({"examples": []})", "'examples' value is an empty array"},

@@ -193,8 +193,13 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"instances": [[1, 2]], "inputs": [[1, 2]]})",
        "expecting only one of 'inputs' or 'instances' keys to exist"},
       {R"({"rows": [[1, 2]]})", "Missing 'inputs' or 'instances' key"},
-      {R"({"instances": 5})", "Expecting 'instances' to be an list/array"},
-      {R"({"instances": []})", "No values in 'instances' array"},
+      // TensorFlow Serving's words ("Excepting") about the whole body.
+      {R"({"instances": 5})",
+       "JSON Value: {\n    \"instances\": 5\n} Excepting 'instances' to be "
+       "an list/array"},
+      {R"({"instances": []})",
+       "JSON Value: {\n    \"instances\": []\n} No values in 'instances' "
+       "array"},
       {R"({"instances": [[1, 2], [3, 4], [5, 6, 7]]})",
        "Failed to process element: 2 of 'instances' list. Error: "
        "INVALID_ARGUMENT: Expecting tensor size: 2 but got: 3"},
@@ -259,11 +264,11 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       // where a float belongs, a type error.
       {R"({"instances": [{"b64": "aGk="}, {"b64": "aGk="}]})",
        "Failed to process element: 0 of 'instances' list. Error: "
-       "INVALID_ARGUMENT: JSON Value: {\"b64\":\"aGk=\"} Type: Object is not "
-       "of expected type: float"},
+       "INVALID_ARGUMENT: JSON Value: {\n    \"b64\": \"aGk=\"\n} Type: "
+       "Object is not of expected type: float"},
       {R"({"inputs": {"b64": "aGk="}})",
-       "JSON Value: {\"b64\":\"aGk=\"} Type: Object is not of expected type: "
-       "float"},
+       "JSON Value: {\n    \"b64\": \"aGk=\"\n} Type: Object is not of "
+       "expected type: float"},
       // A decimal where an integer belongs, written as TensorFlow Serving
       // writes it (not Boost.JSON's 2.5E0).
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [2.5]}})",

@@ -1,0 +1,44 @@
+// JsonValueText: a JSON value as TensorFlow Serving quotes it in its error
+// messages ("JSON Value: <value> ..."), which its clients match on.
+//
+// TensorFlow Serving (util/json_tensor.cc, JsonValueToString) writes the
+// value with RapidJSON's PrettyWriter:
+//   {
+//       "instances": [
+//           1,
+//           2.5
+//       ]
+//   }
+// four spaces a level, one member or element a line, `"key": value`, `[]`
+// and `{}` when empty; strings with RapidJSON's escapes (\" \\ \b \f \n \r
+// \t, \u00XX upper-case for other control characters, nothing else
+// escaped); integers in decimal; a decimal with RapidJSON's shortest digits
+// laid out as its dtoa does (1.5, 100.0, 0.001234, 1e30, 1.234e-7, -0.0).
+// (RapidJSON's Grisu2 gives the shortest digits in all but rare cases;
+// these are std::to_chars' shortest.) A scalar decimal on its own is not
+// written here: JsonValueToString writes it as the answers write numbers
+// (serving/rest_json.cc).
+//
+// `verbatim` may give the text of a value to write as it is (the request
+// parser's stand-ins for the NaN and Infinity tokens), or nullopt.
+//
+// Thread safety: a pure function.
+#ifndef COSESSION_SERVING_JSON_VALUE_TEXT_H_
+#define COSESSION_SERVING_JSON_VALUE_TEXT_H_
+
+#include <boost/json/value.hpp>
+#include <optional>
+#include <string>
+
+#include "absl/functional/function_ref.h"
+
+namespace cosession {
+
+std::string JsonValueText(
+    const boost::json::value& value,
+    absl::FunctionRef<std::optional<std::string>(const boost::json::value&)>
+        verbatim);
+
+}  // namespace cosession
+
+#endif  // COSESSION_SERVING_JSON_VALUE_TEXT_H_
