@@ -15,9 +15,11 @@ namespace json = boost::json;
 using Verbatim =
     absl::FunctionRef<std::optional<std::string>(const json::value&)>;
 
-void AppendIndent(std::string& out, int level) { out.append(4 * level, ' '); }
+void AppendPrettyIndent(std::string& out, int level) {
+  out.append(4 * level, ' ');
+}
 
-void AppendString(std::string& out, std::string_view s) {
+void AppendRapidJsonString(std::string& out, std::string_view s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
   out += '"';
   for (const char c : s) {
@@ -58,7 +60,7 @@ void AppendString(std::string& out, std::string_view s) {
 }
 
 // RapidJSON's exponent: no '+', no leading zeros.
-void AppendExponent(std::string& out, int exponent) {
+void AppendRapidJsonExponent(std::string& out, int exponent) {
   out += 'e';
   absl::StrAppend(&out, exponent);
 }
@@ -66,7 +68,7 @@ void AppendExponent(std::string& out, int exponent) {
 // RapidJSON's dtoa (internal/dtoa.h, Prettify) of a finite double: the
 // shortest digits d1 d2 ... dn of value = 0.d1...dn x 10^kk, laid out by
 // where the decimal point falls.
-void AppendDecimal(std::string& out, double value) {
+void AppendRapidJsonDecimal(std::string& out, double value) {
   if (value == 0) {
     out += std::signbit(value) ? "-0.0" : "0.0";
     return;
@@ -100,17 +102,17 @@ void AppendDecimal(std::string& out, double value) {
     out += digits;
   } else if (length == 1) {
     out += digits;  // 1e30
-    AppendExponent(out, kk - 1);
+    AppendRapidJsonExponent(out, kk - 1);
   } else {
     out += digits[0];  // 1234e30 -> 1.234e33
     out += '.';
     out.append(digits, 1);
-    AppendExponent(out, kk - 1);
+    AppendRapidJsonExponent(out, kk - 1);
   }
 }
 
-void AppendValue(std::string& out, const json::value& value, int level,
-                 Verbatim verbatim) {
+void AppendPrettyValue(std::string& out, const json::value& value, int level,
+                       Verbatim verbatim) {
   if (std::optional<std::string> text = verbatim(value)) {
     out += *text;
     return;
@@ -129,22 +131,22 @@ void AppendValue(std::string& out, const json::value& value, int level,
       absl::StrAppend(&out, value.get_uint64());
       return;
     case json::kind::double_:
-      AppendDecimal(out, value.get_double());
+      AppendRapidJsonDecimal(out, value.get_double());
       return;
     case json::kind::string:
-      AppendString(out, value.get_string());
+      AppendRapidJsonString(out, value.get_string());
       return;
     case json::kind::array: {
       const json::array& a = value.get_array();
       out += '[';
       for (size_t i = 0; i < a.size(); ++i) {
         out += i == 0 ? "\n" : ",\n";
-        AppendIndent(out, level + 1);
-        AppendValue(out, a[i], level + 1, verbatim);
+        AppendPrettyIndent(out, level + 1);
+        AppendPrettyValue(out, a[i], level + 1, verbatim);
       }
       if (!a.empty()) {
         out += '\n';
-        AppendIndent(out, level);
+        AppendPrettyIndent(out, level);
       }
       out += ']';
       return;
@@ -156,14 +158,14 @@ void AppendValue(std::string& out, const json::value& value, int level,
       for (const json::key_value_pair& member : o) {
         out += first ? "\n" : ",\n";
         first = false;
-        AppendIndent(out, level + 1);
-        AppendString(out, member.key());
+        AppendPrettyIndent(out, level + 1);
+        AppendRapidJsonString(out, member.key());
         out += ": ";
-        AppendValue(out, member.value(), level + 1, verbatim);
+        AppendPrettyValue(out, member.value(), level + 1, verbatim);
       }
       if (!o.empty()) {
         out += '\n';
-        AppendIndent(out, level);
+        AppendPrettyIndent(out, level);
       }
       out += '}';
       return;
@@ -175,7 +177,7 @@ void AppendValue(std::string& out, const json::value& value, int level,
 
 std::string JsonValueText(const json::value& value, Verbatim verbatim) {
   std::string out;
-  AppendValue(out, value, 0, verbatim);
+  AppendPrettyValue(out, value, 0, verbatim);
   return out;
 }
 
