@@ -111,8 +111,10 @@ void AppendRapidJsonDecimal(std::string& out, double value) {
   }
 }
 
+// Stops once `out` holds `max_bytes`: the caller cuts there anyway.
 void AppendPrettyValue(std::string& out, const json::value& value, int level,
-                       Verbatim verbatim) {
+                       Verbatim verbatim, size_t max_bytes) {
+  if (out.size() >= max_bytes) return;
   if (std::optional<std::string> text = verbatim(value)) {
     out += *text;
     return;
@@ -142,7 +144,8 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
       for (size_t i = 0; i < a.size(); ++i) {
         out += i == 0 ? "\n" : ",\n";
         AppendPrettyIndent(out, level + 1);
-        AppendPrettyValue(out, a[i], level + 1, verbatim);
+        AppendPrettyValue(out, a[i], level + 1, verbatim, max_bytes);
+        if (out.size() >= max_bytes) return;
       }
       if (!a.empty()) {
         out += '\n';
@@ -161,7 +164,8 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
         AppendPrettyIndent(out, level + 1);
         AppendRapidJsonString(out, member.key());
         out += ": ";
-        AppendPrettyValue(out, member.value(), level + 1, verbatim);
+        AppendPrettyValue(out, member.value(), level + 1, verbatim, max_bytes);
+        if (out.size() >= max_bytes) return;
       }
       if (!o.empty()) {
         out += '\n';
@@ -175,9 +179,11 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
 
 }  // namespace
 
-std::string JsonValueText(const json::value& value, Verbatim verbatim) {
+std::string JsonValueText(const json::value& value, Verbatim verbatim,
+                          size_t max_bytes) {
   std::string out;
-  AppendPrettyValue(out, value, 0, verbatim);
+  AppendPrettyValue(out, value, 0, verbatim, max_bytes);
+  if (out.size() > max_bytes) out.resize(max_bytes);
   return out;
 }
 

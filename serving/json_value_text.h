@@ -20,13 +20,16 @@
 // (serving/rest_json.cc).
 //
 // `verbatim` may give the text of a value to write as it is (the request
-// parser's stand-ins for the NaN and Infinity tokens), or nullopt.
+// parser's stand-ins for the NaN and Infinity tokens), or nullopt. The text
+// is cut at `max_bytes`, and the writing stops there: quoting a large body
+// costs no more than its first bytes.
 //
 // Thread safety: a pure function.
 #ifndef COSESSION_SERVING_JSON_VALUE_TEXT_H_
 #define COSESSION_SERVING_JSON_VALUE_TEXT_H_
 
 #include <boost/json/value.hpp>
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -37,7 +40,8 @@ namespace cosession {
 std::string JsonValueText(
     const boost::json::value& value,
     absl::FunctionRef<std::optional<std::string>(const boost::json::value&)>
-        verbatim);
+        verbatim,
+    size_t max_bytes = std::string::npos);
 
 }  // namespace cosession
 

@@ -99,6 +99,8 @@ void AppendNumber(std::string& out, T v);
 // double: 2.5, 1e+39, not Boost.JSON's 2.5E0 --, anything else as
 // RapidJSON's PrettyWriter writes it (json_value_text.h). The NaN and
 // Infinity tokens are written as they were sent.
+constexpr size_t kQuotedBytes = 256;
+
 std::string Quoted(const json::value& value) {
   auto token = [](const json::value& v) -> std::optional<std::string> {
     if (!NonFiniteMarker(v).has_value()) return std::nullopt;
@@ -114,9 +116,9 @@ std::string Quoted(const json::value& value) {
       AppendNumber(text, d);
     }
   } else {
-    text = JsonValueText(value, token);
+    text = JsonValueText(value, token, kQuotedBytes);
   }
-  if (text.size() > 256) text.resize(256);
+  if (text.size() > kQuotedBytes) text.resize(kQuotedBytes);
   return text;
 }
 

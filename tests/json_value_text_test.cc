@@ -71,6 +71,25 @@ TEST(JsonValueText, WritesDecimalsAsRapidJsonsDtoa) {
   }
 }
 
+// A large value is cut at max_bytes, and written no further than that:
+// verbatim is asked about the values before the cut only.
+TEST(JsonValueText, StopsAtMaxBytes) {
+  json::array many;
+  for (int i = 0; i < 100000; ++i) many.emplace_back(i);
+  int asked = 0;
+  const std::string text = JsonValueText(
+      json::value(std::move(many)),
+      [&asked](const json::value&) -> std::optional<std::string> {
+        ++asked;
+        return std::nullopt;
+      },
+      40);
+  EXPECT_EQ(text,
+            std::string("[\n    0,\n    1,\n    2,\n    3,\n    4,\n    5,\n")
+                .substr(0, 40));
+  EXPECT_LT(asked, 20);
+}
+
 TEST(JsonValueText, WritesWhatVerbatimGivesAsItIs) {
   const std::string text =
       JsonValueText(json::parse(R"({"x": ["NaN", 1]})"),
