@@ -111,6 +111,29 @@ void AppendRapidJsonDecimal(std::string& out, double value) {
   }
 }
 
+// `open`, each item on a line of its own one level in (`write_item`
+// writes it), then `close` on a line at `level`; "[]" or "{}" when there is
+// no item. Stops once `out` holds `max_bytes`.
+template <typename Items, typename WriteItem>
+void AppendPrettyContainer(std::string& out, char open, char close,
+                           const Items& items, int level, size_t max_bytes,
+                           WriteItem write_item) {
+  out += open;
+  bool first = true;
+  for (const auto& item : items) {
+    out += first ? "\n" : ",\n";
+    first = false;
+    AppendPrettyIndent(out, level + 1);
+    write_item(item);
+    if (out.size() >= max_bytes) return;
+  }
+  if (!first) {
+    out += '\n';
+    AppendPrettyIndent(out, level);
+  }
+  out += close;
+}
+
 // Stops once `out` holds `max_bytes`: the caller cuts there anyway.
 void AppendPrettyValue(std::string& out, const json::value& value, int level,
                        Verbatim verbatim, size_t max_bytes) {
@@ -138,42 +161,22 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
     case json::kind::string:
       AppendRapidJsonString(out, value.get_string());
       return;
-    case json::kind::array: {
-      const json::array& a = value.get_array();
-      out += '[';
-      for (size_t i = 0; i < a.size(); ++i) {
-        out += i == 0 ? "\n" : ",\n";
-        AppendPrettyIndent(out, level + 1);
-        AppendPrettyValue(out, a[i], level + 1, verbatim, max_bytes);
-        if (out.size() >= max_bytes) return;
-      }
-      if (!a.empty()) {
-        out += '\n';
-        AppendPrettyIndent(out, level);
-      }
-      out += ']';
+    case json::kind::array:
+      AppendPrettyContainer(out, '[', ']', value.get_array(), level, max_bytes,
+                            [&](const json::value& element) {
+                              AppendPrettyValue(out, element, level + 1,
+                                                verbatim, max_bytes);
+                            });
       return;
-    }
-    case json::kind::object: {
-      const json::object& o = value.get_object();
-      out += '{';
-      bool first = true;
-      for (const json::key_value_pair& member : o) {
-        out += first ? "\n" : ",\n";
-        first = false;
-        AppendPrettyIndent(out, level + 1);
-        AppendRapidJsonString(out, member.key());
-        out += ": ";
-        AppendPrettyValue(out, member.value(), level + 1, verbatim, max_bytes);
-        if (out.size() >= max_bytes) return;
-      }
-      if (!o.empty()) {
-        out += '\n';
-        AppendPrettyIndent(out, level);
-      }
-      out += '}';
+    case json::kind::object:
+      AppendPrettyContainer(out, '{', '}', value.get_object(), level, max_bytes,
+                            [&](const json::key_value_pair& member) {
+                              AppendRapidJsonString(out, member.key());
+                              out += ": ";
+                              AppendPrettyValue(out, member.value(), level + 1,
+                                                verbatim, max_bytes);
+                            });
       return;
-    }
   }
 }
 
