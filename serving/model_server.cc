@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -13,12 +14,14 @@
 #include <exception>
 #include <functional>
 #include <optional>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cosession/async/status_from_exception.h"
 #include "cosession/io/atomic_file.h"
 #include "cosession/serving/proto_json_layout.h"
 #include "cosession/serving/rest_json.h"
@@ -325,6 +328,21 @@ ModelServer::~ModelServer() = default;
 
 asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
 ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
+  absl::StatusOr<std::shared_ptr<ModelServer>> started;
+  try {
+    started = co_await StartModels(std::move(options), runtime);
+  } catch (...) {
+    started = StatusFromException(std::current_exception(), "the start");
+  }
+  // After a cancellation, the final hop of a co_spawn that runs Start (as
+  // the || of cosession_serve's start and its signals does) would throw
+  // instead of completing (docs/async_pitfalls.md, item 12).
+  co_await asio::this_coro::reset_cancellation_state();
+  co_return started;
+}
+
+asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
+ModelServer::StartModels(ModelServerOptions options, Runtime& runtime) {
   std::vector<ModelConfig> configs = options.model_config_list;
   if (configs.empty()) {
     if (options.model_base_path.empty()) {
@@ -364,6 +382,14 @@ ModelServer::Start(ModelServerOptions options, Runtime& runtime) {
                          ", which is not currently available for inference"));
       }
     }
+  }
+  // A cancellation that came while the versions loaded (a SIGTERM at
+  // start: serve.cc awaits Start || the signal) ends Start here, so that no
+  // poll starts for a server nobody will use.
+  const asio::cancellation_state cancellation =
+      co_await asio::this_coro::cancellation_state;
+  if (cancellation.cancelled() != asio::cancellation_type::none) {
+    co_return absl::CancelledError("the model server's start was cancelled");
   }
   auto report = [](std::exception_ptr error) {
     if (error) {
@@ -420,16 +446,18 @@ ModelServer::AwaitVersionsToServe(Model& m) {
           reported.c_str(),
           static_cast<long long>(options_.file_system_poll_wait.count()));
     }
-    // A cancellation that came while the versions loaded or were listed is
-    // only in the state (docs/async_pitfalls.md, item 2).
+    // A cancellation that came while nothing waited is only in the state
+    // (docs/async_pitfalls.md, item 2); one during the wait ends it.
     const asio::cancellation_state cancellation =
         co_await asio::this_coro::cancellation_state;
-    asio::steady_timer wait(executor_, options_.file_system_poll_wait);
-    if (cancellation.cancelled() != asio::cancellation_type::none) {
-      co_return absl::CancelledError(absl::StrCat(
-          "stopped while waiting for a version of servable ", name));
+    boost::system::error_code ec;
+    if (cancellation.cancelled() == asio::cancellation_type::none) {
+      asio::steady_timer wait(executor_, options_.file_system_poll_wait);
+      std::tie(ec) =
+          co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
+    } else {
+      ec = asio::error::operation_aborted;
     }
-    auto [ec] = co_await wait.async_wait(asio::as_tuple(asio::use_awaitable));
     if (ec) {
       co_return absl::CancelledError(absl::StrCat(
           "stopped while waiting for a version of servable ", name));
@@ -464,9 +492,14 @@ asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer::ServedVersion>>>
 ModelServer::Load(std::string model, int64_t version) {
   const std::string path =
       JoinPath(models_.at(model)->config.base_path, absl::StrCat(version));
-  // The files are read and parsed on the pool, not on the event loop.
+  // The files are read and parsed on the pool, not on the event loop. A
+  // load is not cancelled (its caller's cancellation would make the
+  // pool's co_spawn throw past its completion: docs/async_pitfalls.md,
+  // item 12); a cancelled Start looks at its state once the load is done.
   absl::StatusOr<std::unique_ptr<SavedModel>> saved = co_await asio::co_spawn(
-      runtime_.executor(), LoadSavedModel(path, runtime_), asio::use_awaitable);
+      runtime_.executor(), LoadSavedModel(path, runtime_),
+      asio::bind_cancellation_slot(asio::cancellation_slot(),
+                                   asio::use_awaitable));
   if (!saved.ok()) co_return saved.status();
   auto served = std::make_unique<ServedVersion>();
   served->version = version;

@@ -189,6 +189,10 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
 
   ModelServer(ModelServerOptions options, Runtime& runtime,
               boost::asio::any_io_executor executor);
+  // Start's work; Start turns its exceptions into statuses and leaves the
+  // coroutine's cancellation state clean for its caller's co_spawn.
+  static boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
+  StartModels(ModelServerOptions options, Runtime& runtime);
   boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ServedVersion>>> Load(
       std::string model, int64_t version);
   // The coroutines below take a Model by reference: models_ owns it, and

@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/post.hpp>
@@ -374,6 +377,37 @@ CO_TEST(ModelServer, StartFailsNamingTheBasePathOrTheVersion) {
       empty.status().message(),
       "No versions of servable m found under base path " + dir.path()))
       << empty.status();
+}
+
+// A start cancelled while its version loads (a SIGTERM then: cosession_serve
+// awaits Start || the signal) ends Cancelled and starts no poll, which
+// would keep the event loop busy for a server nobody holds. The
+// cancellation is emitted from a handler posted after the start, so it
+// comes while the load is on the pool.
+CO_TEST(ModelServer, AStartCancelledWhileItLoadsEndsCancelled) {
+  ScratchDir dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
+  ModelServerOptions o = Options(dir);
+  o.file_system_poll_wait = std::chrono::hours(1);
+  asio::cancellation_signal cancel;
+  asio::experimental::channel<void(boost::system::error_code, absl::Status)>
+      done(co_test::Io(), 1);
+  asio::co_spawn(
+      co_test::Io(), ModelServer::Start(o, TestRuntime()),
+      asio::bind_cancellation_slot(
+          cancel.slot(),
+          [&done](std::exception_ptr error,
+                  absl::StatusOr<std::shared_ptr<ModelServer>> server) {
+            if (server.ok()) (*server)->Stop();  // (so the test can end)
+            done.try_send(
+                boost::system::error_code(),
+                error ? absl::InternalError("threw") : server.status());
+          }));
+  asio::post(co_test::Io(),
+             [&cancel] { cancel.emit(asio::cancellation_type::terminal); });
+  auto [ec, status] =
+      co_await done.async_receive(asio::as_tuple(asio::use_awaitable));
+  EXPECT_TRUE(absl::IsCancelled(status)) << status;
 }
 
 // Reads the metrics page until no batch of model "m" runs.
