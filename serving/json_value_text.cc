@@ -15,50 +15,6 @@ namespace json = boost::json;
 using Verbatim =
     absl::FunctionRef<std::optional<std::string>(const json::value&)>;
 
-void AppendPrettyIndent(std::string& out, int level) {
-  out.append(4 * level, ' ');
-}
-
-void AppendRapidJsonString(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  out += '"';
-  for (const char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\b':
-        out += "\\b";
-        break;
-      case '\f':
-        out += "\\f";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (u < 0x20) {
-          out += "\\u00";
-          out += kHex[u >> 4];
-          out += kHex[u & 0xF];
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += '"';
-}
-
 // RapidJSON's exponent: no '+', no leading zeros.
 void AppendRapidJsonExponent(std::string& out, int exponent) {
   out += 'e';
@@ -159,7 +115,8 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
       AppendRapidJsonDecimal(out, value.get_double());
       return;
     case json::kind::string:
-      AppendRapidJsonString(out, value.get_string());
+      AppendRapidJsonString(out, absl::string_view(value.get_string().data(),
+                                                   value.get_string().size()));
       return;
     case json::kind::array:
       AppendPrettyContainer(out, '[', ']', value.get_array(), level, max_bytes,
@@ -171,7 +128,9 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
     case json::kind::object:
       AppendPrettyContainer(out, '{', '}', value.get_object(), level, max_bytes,
                             [&](const json::key_value_pair& member) {
-                              AppendRapidJsonString(out, member.key());
+                              AppendRapidJsonString(
+                                  out, absl::string_view(member.key().data(),
+                                                         member.key().size()));
                               out += ": ";
                               AppendPrettyValue(out, member.value(), level + 1,
                                                 verbatim, max_bytes);
@@ -181,6 +140,50 @@ void AppendPrettyValue(std::string& out, const json::value& value, int level,
 }
 
 }  // namespace
+
+void AppendPrettyIndent(std::string& out, int level) {
+  out.append(4 * static_cast<size_t>(level), ' ');
+}
+
+void AppendRapidJsonString(std::string& out, absl::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  out += '"';
+  for (const char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (u < 0x20) {
+          out += "\\u00";
+          out += kHex[u >> 4];
+          out += kHex[u & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  out += '"';
+}
 
 std::string JsonValueText(const json::value& value, Verbatim verbatim,
                           size_t max_bytes) {

@@ -34,8 +34,15 @@
 #include <string>
 
 #include "absl/functional/function_ref.h"
+#include "absl/strings/string_view.h"
 
 namespace cosession {
+
+// The pieces, for writers of TensorFlow Serving's answers in the same
+// layout (serving/rest_json.cc): `level` levels of indentation, and a
+// string with RapidJSON's escapes, quoted.
+void AppendPrettyIndent(std::string& out, int level);
+void AppendRapidJsonString(std::string& out, absl::string_view s);
 
 std::string JsonValueText(
     const boost::json::value& value,

@@ -92,6 +92,8 @@ std::optional<double> NonFiniteMarker(const json::value& value) {
 template <typename T>
 void AppendNumber(std::string& out, T v);
 
+constexpr size_t kQuotedBytes = 256;
+
 // A value as TensorFlow Serving quotes it in errors (json_tensor.cc's
 // JsonValueToString), cut at 256 bytes so that an error never echoes a
 // whole large body: a decimal alone as its answers write numbers -- as a
@@ -99,8 +101,6 @@ void AppendNumber(std::string& out, T v);
 // double: 2.5, 1e+39, not Boost.JSON's 2.5E0 --, anything else as
 // RapidJSON's PrettyWriter writes it (json_value_text.h). The NaN and
 // Infinity tokens are written as they were sent.
-constexpr size_t kQuotedBytes = 256;
-
 std::string Quoted(const json::value& value) {
   auto token = [](const json::value& v) -> std::optional<std::string> {
     if (!NonFiniteMarker(v).has_value()) return std::nullopt;
@@ -315,9 +315,6 @@ absl::Status AddRowItem(const json::value& value, const std::string& name,
   return absl::OkStatus();
 }
 
-// The row format, as TensorFlow Serving reads it (its json_tensor.cc): the
-// rows are all objects (one key per input, whatever the number of inputs)
-// when the first one is, else all values of the one input.
 // {"b64": "<base64>"}, exactly: TensorFlow Serving's spelling of one
 // binary string (json_tensor.cc's IsValBase64Object). It is a value, never
 // an object of named inputs; cosession has no string tensors, so where a
@@ -334,8 +331,11 @@ bool IsNamedInputs(const json::value& v) {
   return v.is_object() && !IsBase64Object(v);
 }
 
-// `doc` is the whole body, which TensorFlow Serving quotes in the first two
-// messages (with its spelling, "Excepting").
+// The row format, as TensorFlow Serving reads it (its json_tensor.cc): the
+// rows are all objects (one key per input, whatever the number of inputs)
+// when the first one is, else all values of the one input. `doc` is the
+// whole body, which TensorFlow Serving quotes in the first two messages
+// (with its spelling, "Excepting").
 absl::StatusOr<NamedTensors> ParseRows(const json::value& doc,
                                        const json::value& instances,
                                        const Signature& sig) {
@@ -439,8 +439,10 @@ absl::StatusOr<NamedTensors> ParseColumns(const json::value& columns,
 // past the double range: an infinity, or NaN when its significand is zero
 // (Boost.JSON 1.81 reads 0e400 as 0 times infinity). RapidJSON (TensorFlow
 // Serving's parser) either refuses such a literal ("Number too big to be
-// stored in double.") or reads it as infinity or zero: json_syntax.h tells
-// which. Recursion is bounded by the parse's max_depth.
+// stored in double.") or reads it as infinity: json_syntax.h tells which.
+// It refuses every one Boost.JSON reads as NaN: both go by the exponent
+// less the fraction's digits being past 308. Recursion is bounded by the
+// parse's max_depth.
 bool HoldsNonFinite(const json::value& value) {
   switch (value.kind()) {
     case json::kind::double_:
@@ -457,24 +459,6 @@ bool HoldsNonFinite(const json::value& value) {
       return false;
     default:
       return false;
-  }
-}
-
-// Gives the value RapidJSON reads to each NaN double of a document it
-// takes: zero, since only a zero significand makes one (HoldsNonFinite).
-void ZeroNaNs(json::value& value) {
-  switch (value.kind()) {
-    case json::kind::double_:
-      if (std::isnan(value.get_double())) value = 0.0;
-      return;
-    case json::kind::array:
-      for (json::value& v : value.get_array()) ZeroNaNs(v);
-      return;
-    case json::kind::object:
-      for (auto& member : value.get_object()) ZeroNaNs(member.value());
-      return;
-    default:
-      return;
   }
 }
 
@@ -524,7 +508,6 @@ absl::StatusOr<json::value> ParseBody(absl::string_view body) {
     // its nesting limit, or one of the odd spellings RapidJSON 1.1.0 also
     // takes as NaN or infinity ("NInf", "NaN.5"), which are not served.
     if (ec) return Invalid(absl::StrCat("JSON Parse error: ", ec.message()));
-    ZeroNaNs(doc);
   }
   if (!doc.is_object()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc), " Is not object"));
@@ -799,8 +782,6 @@ void AppendNumber(std::string& out, T v) {
 // write those same bytes, for clients that compare answers as text.
 enum class ArrayLayout { kOneLine, kOneElementALine };
 
-void AppendIndent(std::string& out, int level) { out.append(4 * level, ' '); }
-
 // Elements [offset, offset + count of dims[d..]) of `values`, nested;
 // `level` counts the arrays and objects open around them.
 template <typename T>
@@ -818,13 +799,13 @@ void AppendNested(std::string& out, absl::Span<const T> values,
     } else {
       if (i > 0) out += ',';
       out += '\n';
-      AppendIndent(out, level + 1);
+      AppendPrettyIndent(out, level + 1);
     }
     AppendNested(out, values, dims, d + 1, offset, layout, level + 1);
   }
   if (layout == ArrayLayout::kOneElementALine && dims[d] > 0) {
     out += '\n';
-    AppendIndent(out, level);
+    AppendPrettyIndent(out, level);
   }
   out += ']';
 }
@@ -845,17 +826,13 @@ void AppendTensor(std::string& out, const Tensor& t, int64_t row,
   });
 }
 
-void AppendString(std::string& out, absl::string_view s) {
-  out += json::serialize(json::string(s.data(), s.size()));
-}
-
 // `"key": ` as the member of an object at `level` (the object's own level
 // plus one), after `first` members.
 void AppendKey(std::string& out, absl::string_view key, bool first, int level) {
   if (!first) out += ',';
   out += '\n';
-  AppendIndent(out, level);
-  AppendString(out, key);
+  AppendPrettyIndent(out, level);
+  AppendRapidJsonString(out, key);
   out += ": ";
 }
 
@@ -871,7 +848,7 @@ void AppendNamedTensors(std::string& out, const NamedTensors& tensors,
     AppendTensor(out, t, row, layout, level + 1);
   }
   out += '\n';
-  AppendIndent(out, level);
+  AppendPrettyIndent(out, level);
   out += '}';
 }
 
@@ -964,13 +941,13 @@ absl::StatusOr<std::string> RenderPredictResponse(PredictFormat format,
     } else {
       if (r > 0) out += ',';
       out += '\n';
-      AppendIndent(out, 2);
+      AppendPrettyIndent(out, 2);
       AppendNamedTensors(out, outputs, r, ArrayLayout::kOneLine, 2);
     }
   }
   if (rows > 0) {
     out += '\n';
-    AppendIndent(out, 1);
+    AppendPrettyIndent(out, 1);
   }
   out += "]\n}";
   return out;
@@ -1150,7 +1127,7 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
     }
     if (num_examples > 0) {
       results += '\n';
-      AppendIndent(results, 1);
+      AppendPrettyIndent(results, 1);
     }
     results += ']';
   } else {
@@ -1193,7 +1170,7 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
 std::string RenderErrorBody(absl::string_view message) {
   std::string out = "{";
   AppendKey(out, "error", /*first=*/true, 1);
-  AppendString(out, message);
+  AppendRapidJsonString(out, message);
   out += "\n}";
   return out;
 }
