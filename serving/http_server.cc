@@ -13,6 +13,7 @@
 #include <exception>
 #include <set>
 #include <string>
+#include <tuple>
 #include <variant>
 
 #include "absl/strings/ascii.h"
@@ -329,8 +330,18 @@ asio::awaitable<void> HttpServerState::Serve(std::shared_ptr<Connection> c) {
     auto res = Response(status, req.version(), std::move(reply), keep_alive);
     // A client that does not read its answer loses the connection too.
     c->stream.expires_after(options.idle_timeout);
-    auto [write_ec, w] = co_await http::async_write(
-        c->stream, res, asio::as_tuple(asio::use_awaitable));
+    http::response_serializer<http::string_body> serializer(res);
+    // A HEAD's answer is the header alone (RFC 9110, 9.3.2), its
+    // Content-Length that of the content a GET would get: content after it
+    // would be read as the next answer on this connection.
+    boost::system::error_code write_ec;
+    if (req.method() == http::verb::head) {
+      std::tie(write_ec, std::ignore) = co_await http::async_write_header(
+          c->stream, serializer, asio::as_tuple(asio::use_awaitable));
+    } else {
+      std::tie(write_ec, std::ignore) = co_await http::async_write(
+          c->stream, serializer, asio::as_tuple(asio::use_awaitable));
+    }
     if (write_ec || !res.keep_alive()) break;
     first = false;
   }

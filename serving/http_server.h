@@ -11,6 +11,8 @@
 //
 // What a client meets:
 //   * keep-alive (HTTP/1.1's default; `Connection: close` honoured);
+//   * a HEAD request is answered with the header alone, its
+//     Content-Length that of what the handler answered (RFC 9110, 9.3.2);
 //   * a request's headers and body must arrive within header_timeout, and
 //     a kept-alive connection may stay idle for idle_timeout: a client
 //     that is slower loses its connection;

@@ -1,9 +1,10 @@
-// HttpServer on loopback, with handlers the tests control: keep-alive, the
-// body limit (413), gzip bodies, `Expect: 100-continue`, headers trickling in
-// too slowly, idle connections, the connection bound (503), a client leaving
-// mid-request (its handler is cancelled), and Stop draining the request in
-// flight. Waits are on channels and on the server closing connections, never
-// sleeps; each test is bounded by CO_TEST's limit.
+// HttpServer on loopback, with handlers the tests control: keep-alive, HEAD
+// answers without content, the body limit (413), gzip bodies,
+// `Expect: 100-continue`, headers trickling in too slowly, idle
+// connections, the connection bound (503), a client leaving mid-request
+// (its handler is cancelled), and Stop draining the request in flight. Waits
+// are on channels and on the server closing connections, never sleeps; each
+// test is bounded by CO_TEST's limit.
 #include "cosession/serving/http_server.h"
 
 #include <gtest/gtest.h>
@@ -118,6 +119,35 @@ CO_TEST(HttpServer, AReplyThatClosesItsConnectionClosesIt) {
   EXPECT_TRUE(absl::StartsWith(answer, "HTTP/1.1 200")) << answer;
   EXPECT_TRUE(absl::StrContains(answer, "Connection: close")) << answer;
   EXPECT_TRUE(absl::EndsWith(answer, "/close")) << answer;
+  server->Stop();
+  co_await server->Drained();
+}
+
+// A HEAD request's answer is the header a GET would get (its
+// Content-Length included) and no content (RFC 9110, 9.3.2): bytes after
+// the header would be read as the start of the next answer on the same
+// connection.
+CO_TEST(HttpServer, AHeadAnswerHasNoContent) {
+  auto server = Listening({}, Echo());
+  CO_ASSERT_TRUE(server != nullptr);
+  auto stream = co_await HttpConnect(server->port());
+  CO_ASSERT_OK(stream.status());
+  const std::string requests =
+      "HEAD /v1/a HTTP/1.1\r\nHost: a\r\n\r\n"
+      "GET /v1/b HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n";
+  co_await asio::async_write(stream->socket(), asio::buffer(requests),
+                             asio::use_awaitable);
+  const std::string answers = co_await ReadUntilClosed(*stream);
+  // The HEAD's header says how long Echo's "HEAD /v1/a 0" would be; the
+  // next bytes are the GET's answer.
+  const size_t head_end = answers.find("\r\n\r\n");
+  CO_ASSERT_TRUE(head_end != std::string::npos);
+  const std::string head = answers.substr(0, head_end);
+  EXPECT_TRUE(absl::StartsWith(head, "HTTP/1.1 200")) << answers;
+  EXPECT_TRUE(absl::StrContains(head, "Content-Length: 12")) << answers;
+  const std::string rest = answers.substr(head_end + 4);
+  EXPECT_TRUE(absl::StartsWith(rest, "HTTP/1.1 200")) << answers;
+  EXPECT_TRUE(absl::EndsWith(rest, "\r\n\r\nGET /v1/b 0")) << answers;
   server->Stop();
   co_await server->Drained();
 }

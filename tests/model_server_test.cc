@@ -15,8 +15,10 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -379,16 +381,38 @@ CO_TEST(ModelServer, StartFailsNamingTheBasePathOrTheVersion) {
       << empty.status();
 }
 
+// Holds every thread of TestRuntime's pool until Open (or its end): what
+// is queued on the pool after it waits until then.
+class PoolGate {
+ public:
+  PoolGate() {
+    std::shared_future<void> opened = open_.get_future().share();
+    for (int i = 0; i < TestRuntime().num_threads(); ++i) {
+      asio::post(TestRuntime().executor(), [opened] { opened.wait(); });
+    }
+  }
+  ~PoolGate() { Open(); }
+  void Open() {
+    if (!std::exchange(opened_, true)) open_.set_value();
+  }
+
+ private:
+  std::promise<void> open_;
+  bool opened_ = false;
+};
+
 // A start cancelled while its version loads (a SIGTERM then: cosession_serve
 // awaits Start || the signal) ends Cancelled and starts no poll, which
-// would keep the event loop busy for a server nobody holds. The
-// cancellation is emitted from a handler posted after the start, so it
-// comes while the load is on the pool.
+// would keep the event loop busy for a server nobody holds. The load is
+// queued on the pool behind a gate that opens only once the cancellation
+// was emitted, so the cancellation comes while the load waits (without the
+// gate, the load could finish before the cancellation's handler ran).
 CO_TEST(ModelServer, AStartCancelledWhileItLoadsEndsCancelled) {
   ScratchDir dir;
   CO_ASSERT_OK(co_await testing::ExportTestModel(dir.path(), 1, 2.0f, false));
   ModelServerOptions o = Options(dir);
   o.file_system_poll_wait = std::chrono::hours(1);
+  PoolGate gate;
   asio::cancellation_signal cancel;
   asio::experimental::channel<void(boost::system::error_code, absl::Status)>
       done(co_test::Io(), 1);
@@ -403,8 +427,10 @@ CO_TEST(ModelServer, AStartCancelledWhileItLoadsEndsCancelled) {
                 boost::system::error_code(),
                 error ? absl::InternalError("threw") : server.status());
           }));
-  asio::post(co_test::Io(),
-             [&cancel] { cancel.emit(asio::cancellation_type::terminal); });
+  asio::post(co_test::Io(), [&cancel, &gate] {
+    cancel.emit(asio::cancellation_type::terminal);
+    gate.Open();
+  });
   auto [ec, status] =
       co_await done.async_receive(asio::as_tuple(asio::use_awaitable));
   EXPECT_TRUE(absl::IsCancelled(status)) << status;
