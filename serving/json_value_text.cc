@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,8 +13,7 @@ namespace {
 
 namespace json = boost::json;
 
-using Verbatim =
-    absl::FunctionRef<std::optional<std::string>(const json::value&)>;
+using Refused = absl::FunctionRef<bool(const json::value&)>;
 
 // RapidJSON's exponent: no '+', no leading zeros.
 void AppendRapidJsonExponent(std::string& out, int exponent) {
@@ -67,77 +67,92 @@ void AppendRapidJsonDecimal(std::string& out, double value) {
   }
 }
 
-// `open`, each item on a line of its own one level in (`write_item`
-// writes it), then `close` on a line at `level`; "[]" or "{}" when there is
-// no item. Stops once `out` holds `max_bytes`.
-template <typename Items, typename WriteItem>
-void AppendPrettyContainer(std::string& out, char open, char close,
-                           const Items& items, int level, size_t max_bytes,
-                           WriteItem write_item) {
-  out += open;
-  bool first = true;
-  for (const auto& item : items) {
-    out += first ? "\n" : ",\n";
-    first = false;
-    AppendPrettyIndent(out, level + 1);
-    write_item(item);
-    if (out.size() >= max_bytes) return;
-  }
-  if (!first) {
-    out += '\n';
-    AppendPrettyIndent(out, level);
-  }
-  out += close;
-}
+// Writes a value the way RapidJSON's PrettyWriter, set to single-line
+// arrays, writes it when handed the value's pieces one by one, each piece
+// refused once `max_bytes` were written (json_value_text.h).
+class PrettyText {
+ public:
+  PrettyText(Refused refused, size_t max_bytes)
+      : refused_(refused), max_bytes_(max_bytes) {}
 
-// Stops once `out` holds `max_bytes`: the caller cuts there anyway.
-void AppendPrettyValue(std::string& out, const json::value& value, int level,
-                       Verbatim verbatim, size_t max_bytes) {
-  if (out.size() >= max_bytes) return;
-  if (std::optional<std::string> text = verbatim(value)) {
-    out += *text;
-    return;
+  // `value`, inside `depth` containers, after `separator` (", " between
+  // array elements, ": " after a key, nothing at the root). False once
+  // the writing stopped.
+  bool Value(const json::value& value, int depth, const char* separator) {
+    if (!Open()) return false;
+    out_ += separator;
+    if (refused_(value) ||
+        (value.is_double() && !std::isfinite(value.get_double()))) {
+      return false;  // RapidJSON's writer fails after the separator
+    }
+    switch (value.kind()) {
+      case json::kind::null:
+        out_ += "null";
+        return true;
+      case json::kind::bool_:
+        out_ += value.get_bool() ? "true" : "false";
+        return true;
+      case json::kind::int64:
+        absl::StrAppend(&out_, value.get_int64());
+        return true;
+      case json::kind::uint64:
+        absl::StrAppend(&out_, value.get_uint64());
+        return true;
+      case json::kind::double_:
+        AppendRapidJsonDecimal(out_, value.get_double());
+        return true;
+      case json::kind::string:
+        AppendRapidJsonString(out_,
+                              absl::string_view(value.get_string().data(),
+                                                value.get_string().size()));
+        return true;
+      case json::kind::array: {
+        out_ += '[';
+        bool first = true;
+        for (const json::value& element : value.get_array()) {
+          if (!Value(element, depth + 1, first ? "" : ", ")) return false;
+          first = false;
+        }
+        if (!Open()) return false;
+        out_ += ']';
+        return true;
+      }
+      case json::kind::object: {
+        out_ += '{';
+        bool first = true;
+        for (const json::key_value_pair& member : value.get_object()) {
+          if (!Open()) return false;
+          out_ += first ? "\n" : ",\n";
+          first = false;
+          AppendPrettyIndent(out_, depth + 1);
+          AppendRapidJsonString(out_, absl::string_view(member.key().data(),
+                                                        member.key().size()));
+          if (!Value(member.value(), depth + 1, ": ")) return false;
+        }
+        if (!Open()) return false;
+        if (!first) {
+          out_ += '\n';
+          AppendPrettyIndent(out_, depth);
+        }
+        out_ += '}';
+        return true;
+      }
+    }
+    return true;
   }
-  switch (value.kind()) {
-    case json::kind::null:
-      out += "null";
-      return;
-    case json::kind::bool_:
-      out += value.get_bool() ? "true" : "false";
-      return;
-    case json::kind::int64:
-      absl::StrAppend(&out, value.get_int64());
-      return;
-    case json::kind::uint64:
-      absl::StrAppend(&out, value.get_uint64());
-      return;
-    case json::kind::double_:
-      AppendRapidJsonDecimal(out, value.get_double());
-      return;
-    case json::kind::string:
-      AppendRapidJsonString(out, absl::string_view(value.get_string().data(),
-                                                   value.get_string().size()));
-      return;
-    case json::kind::array:
-      AppendPrettyContainer(out, '[', ']', value.get_array(), level, max_bytes,
-                            [&](const json::value& element) {
-                              AppendPrettyValue(out, element, level + 1,
-                                                verbatim, max_bytes);
-                            });
-      return;
-    case json::kind::object:
-      AppendPrettyContainer(out, '{', '}', value.get_object(), level, max_bytes,
-                            [&](const json::key_value_pair& member) {
-                              AppendRapidJsonString(
-                                  out, absl::string_view(member.key().data(),
-                                                         member.key().size()));
-                              out += ": ";
-                              AppendPrettyValue(out, member.value(), level + 1,
-                                                verbatim, max_bytes);
-                            });
-      return;
-  }
-}
+
+  std::string Take() && { return std::move(out_); }
+
+ private:
+  // Whether the next piece may be written: TensorFlow Serving's
+  // JsonWriterWithLimit asks before each piece whether fewer than its limit
+  // were written.
+  bool Open() const { return out_.size() < max_bytes_; }
+
+  Refused refused_;
+  size_t max_bytes_;
+  std::string out_;
+};
 
 }  // namespace
 
@@ -185,12 +200,11 @@ void AppendRapidJsonString(std::string& out, absl::string_view s) {
   out += '"';
 }
 
-std::string JsonValueText(const json::value& value, Verbatim verbatim,
+std::string JsonValueText(const json::value& value, Refused refused,
                           size_t max_bytes) {
-  std::string out;
-  AppendPrettyValue(out, value, 0, verbatim, max_bytes);
-  if (out.size() > max_bytes) out.resize(max_bytes);
-  return out;
+  PrettyText text(refused, max_bytes);
+  text.Value(value, 0, "");
+  return std::move(text).Take();
 }
 
 }  // namespace cosession

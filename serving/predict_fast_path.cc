@@ -261,7 +261,7 @@ class DenseRequestHandler {
       // a tensor of shape [].
       if (role == Role::kRows || !BeginTensor(role)) return Decline(ec);
       leaf_level_ = 0;
-      if (!Append(as_double, as_number)) return Decline(ec);
+      Append(as_double, as_number);
       tensor_base_ = -1;
       return true;
     }
@@ -271,31 +271,24 @@ class DenseRequestHandler {
     } else if (level != leaf_level_) {
       return Decline(ec);
     }
-    return Append(as_double, as_number) || Decline(ec);
+    Append(as_double, as_number);
+    return true;
   }
 
-  // False, appending nothing, for a number the input's dtype cannot hold
-  // exactly, which the tree path refuses (rest_json.h's
-  // ConvertsLosslessly).
+  // Appends the number as the tree path does (rest_json.h's JsonNumberAs).
   template <typename Number>
-  bool Append(double as_double, Number as_number) {
+  void Append(double as_double, Number as_number) {
     if constexpr (std::is_same_v<Number, double>) {
       if (dtype_ == DType::kFloat) {
-        if (!ConvertsLosslessly<float>(as_double)) return false;
-        floats_.push_back(static_cast<float>(as_double));
+        floats_.push_back(JsonNumberAs<float>(as_double));
       } else {
         doubles_.push_back(as_double);
       }
+    } else if (dtype_ == DType::kFloat) {
+      floats_.push_back(JsonNumberAs<float>(as_number));
     } else {
-      if (dtype_ == DType::kFloat) {
-        if (!ConvertsLosslessly<float>(as_number)) return false;
-        floats_.push_back(static_cast<float>(as_number));
-      } else {
-        if (!ConvertsLosslessly<double>(as_number)) return false;
-        doubles_.push_back(static_cast<double>(as_number));
-      }
+      doubles_.push_back(JsonNumberAs<double>(as_number));
     }
-    return true;
   }
 
   bool NonNumber(json::error_code& ec) {

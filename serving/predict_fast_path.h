@@ -16,9 +16,9 @@
 //     tests/predict_fast_path_test.cc and the request fuzzer check this.
 //   * It returns nullopt for anything else: invalid JSON, the bare NaN and
 //     Infinity tokens, a signature with several inputs or of another
-//     dtype, named rows, ragged or empty lists, non-numbers, duplicate keys,
-//     numbers the input's dtype cannot hold exactly (16777217 or 1e39 for
-//     a float: rest_json.h's ConvertsLosslessly).
+//     dtype, named rows, ragged or empty lists, non-numbers, duplicate
+//     keys. Numbers are converted as the tree path converts them
+//     (rest_json.h's JsonNumberAs: 16777217 is 16777216 in a float).
 //
 // Accepted forms (the signature named by "signature_name", default
 // serving_default, has exactly one input, of dtype float or double):

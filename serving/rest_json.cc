@@ -89,37 +89,18 @@ std::optional<double> NonFiniteMarker(const json::value& value) {
   return std::nullopt;
 }
 
-template <typename T>
-void AppendNumber(std::string& out, T v);
-
 constexpr size_t kQuotedBytes = 256;
 
 // A value as TensorFlow Serving quotes it in errors (json_tensor.cc's
-// JsonValueToString), cut at 256 bytes so that an error never echoes a
-// whole large body: a decimal alone as its answers write numbers -- as a
-// float when it is within a float's range (RapidJSON's IsFloat), else as a
-// double: 2.5, 1e+39, not Boost.JSON's 2.5E0 --, anything else as
-// RapidJSON's PrettyWriter writes it (json_value_text.h). The NaN and
-// Infinity tokens are written as they were sent.
+// JsonValueToDebugString, json_value_text.h), bounded at 256 bytes as
+// there so that an error never echoes a whole large body. A NaN or
+// Infinity token is a double RapidJSON's writer refuses to write: the
+// text ends before it.
 std::string Quoted(const json::value& value) {
-  auto token = [](const json::value& v) -> std::optional<std::string> {
-    if (!NonFiniteMarker(v).has_value()) return std::nullopt;
-    const json::string& s = v.get_string();
-    return std::string(s.data() + 1, s.size() - 1);
-  };
-  std::string text;
-  if (value.is_double()) {
-    const double d = value.get_double();
-    if (std::abs(d) <= 3.4028234e38) {
-      AppendNumber(text, static_cast<float>(d));
-    } else {
-      AppendNumber(text, d);
-    }
-  } else {
-    text = JsonValueText(value, token, kQuotedBytes);
-  }
-  if (text.size() > kQuotedBytes) text.resize(kQuotedBytes);
-  return text;
+  return JsonValueText(
+      value,
+      [](const json::value& v) { return NonFiniteMarker(v).has_value(); },
+      kQuotedBytes);
 }
 
 // The JSON type as TensorFlow Serving names it in its messages.
@@ -195,24 +176,16 @@ absl::Status AppendLeaves(const json::value& value,
         absl::StrCat("JSON Value: ", Quoted(value), " Type: ", type,
                      " is not of expected type: ", DTypeName(dtype)));
   };
-  auto lossy = [&] {
-    return Invalid(absl::StrCat("Cannot convert JSON value: ", Quoted(value),
-                                " to ", DTypeName(dtype),
-                                " without loss of precision."));
-  };
   if constexpr (std::is_same_v<T, bool>) {
     if (!value.is_bool()) return wrong();
     out.push_back(value.get_bool());
   } else if constexpr (std::is_floating_point_v<T>) {
     if (value.is_double()) {
-      if (!ConvertsLosslessly<T>(value.get_double())) return lossy();
-      out.push_back(static_cast<T>(value.get_double()));
+      out.push_back(JsonNumberAs<T>(value.get_double()));
     } else if (value.is_int64()) {
-      if (!ConvertsLosslessly<T>(value.get_int64())) return lossy();
-      out.push_back(static_cast<T>(value.get_int64()));
+      out.push_back(JsonNumberAs<T>(value.get_int64()));
     } else if (value.is_uint64()) {
-      if (!ConvertsLosslessly<T>(value.get_uint64())) return lossy();
-      out.push_back(static_cast<T>(value.get_uint64()));
+      out.push_back(JsonNumberAs<T>(value.get_uint64()));
     } else if (std::optional<double> special = NonFiniteMarker(value)) {
       out.push_back(static_cast<T>(*special));
     } else {
@@ -334,14 +307,13 @@ bool IsNamedInputs(const json::value& v) {
 // The row format, as TensorFlow Serving reads it (its json_tensor.cc): the
 // rows are all objects (one key per input, whatever the number of inputs)
 // when the first one is, else all values of the one input. `doc` is the
-// whole body, which TensorFlow Serving quotes in the first two messages
-// (with its spelling, "Excepting").
+// whole body, which TensorFlow Serving quotes in the first two messages.
 absl::StatusOr<NamedTensors> ParseRows(const json::value& doc,
                                        const json::value& instances,
                                        const Signature& sig) {
   if (!instances.is_array()) {
     return Invalid(absl::StrCat("JSON Value: ", Quoted(doc),
-                                " Excepting 'instances' to be an list/array"));
+                                " Expecting 'instances' to be an list/array"));
   }
   const json::array& rows = instances.get_array();
   if (rows.empty()) {
@@ -596,26 +568,18 @@ absl::Status AppendFeatureValue(const json::value& v, const std::string& key,
   if (v.is_string() && !special) return mismatch("bytes");
   auto uint64 = [&] {
     return Invalid(absl::StrCat("Feature: ", key,
-                                " has uint64 element. Only int64 is "
+                                " has uint64_t element. Only int64_t is "
                                 "supported."));
   };
   if constexpr (std::is_floating_point_v<T>) {
     if (v.is_bool()) return mismatch("int64");
     if (v.is_uint64()) return uint64();
-    // A decimal is a float_list's value to TensorFlow Serving, refused when
-    // a float cannot hold it; a whole number, which cosession takes for a
-    // float input too, is refused likewise when T cannot hold it exactly.
-    if ((v.is_double() && !ConvertsLosslessly<float>(v.get_double())) ||
-        (v.is_int64() && !ConvertsLosslessly<T>(v.get_int64()))) {
-      return Invalid(absl::StrCat("Cannot convert JSON value: ", Quoted(v),
-                                  " to ",
-                                  v.is_double() ? "float" : DTypeName(dtype),
-                                  " without loss of precision."));
-    }
+    // A decimal is a float_list's value to TensorFlow Serving (rounded to
+    // a float, as any number its float inputs take); a whole number, which
+    // cosession takes for a float input too, is rounded likewise.
     out.push_back(special         ? static_cast<T>(*special)
-                  : v.is_double() ? static_cast<T>(v.get_double())
-                  : v.is_int64()  ? static_cast<T>(v.get_int64())
-                                  : static_cast<T>(v.get_uint64()));
+                  : v.is_double() ? JsonNumberAs<T>(v.get_double())
+                                  : JsonNumberAs<T>(v.get_int64()));
     return absl::OkStatus();
   } else {
     if (special || v.is_double()) return mismatch("float");

@@ -144,32 +144,17 @@ absl::StatusOr<std::string> RenderExamplesResponse(ExamplesMethod method,
 absl::Status CheckBodyBeforeModelLookup(absl::string_view body,
                                         std::optional<ExamplesMethod> method);
 
-// Whether a JSON number, read as `Number` (int64_t or uint64_t for an
-// integer literal, double for one with a fraction or an exponent), converts
-// to T (float or double) as TensorFlow Serving lets it (json_tensor.cc's
-// IsLosslessDecimal): an integer only when T holds it exactly (|v| <= 2^24
-// - 1 for a float, 2^53 - 1 for a double), a decimal only within T's range
-// (1e39 is no float), a NaN or an infinity always. Others are refused with
-// "Cannot convert JSON value: 16777217 to float without loss of
-// precision."
+// A JSON number, read as `Number` (int64_t or uint64_t for an integer
+// literal, double for one with a fraction or an exponent), as TensorFlow
+// Serving puts it into a float or double tensor (RapidJSON's GetFloat and
+// GetDouble): through a double, then rounded to T. So a number T cannot
+// hold exactly is rounded silently and one past a float's range is an
+// infinity, as its REST API documentation says ("Floating Point
+// Precision": 1435774380 sent for a float input becomes 1435774336).
 template <typename T, typename Number>
-bool ConvertsLosslessly(Number v) {
+T JsonNumberAs(Number v) {
   static_assert(std::is_floating_point_v<T>);
-  if constexpr (std::is_floating_point_v<Number>) {
-    if (!std::isfinite(v)) return true;
-    return v <= std::numeric_limits<T>::max() &&
-           v >= std::numeric_limits<T>::lowest();
-  } else {
-    constexpr uint64_t kMaxExact =
-        (uint64_t{1} << std::numeric_limits<T>::digits) - 1;
-    if constexpr (std::is_signed_v<Number>) {
-      const uint64_t magnitude = v < 0 ? uint64_t{0} - static_cast<uint64_t>(v)
-                                       : static_cast<uint64_t>(v);
-      return magnitude <= kMaxExact;
-    } else {
-      return v <= kMaxExact;
-    }
-  }
+  return static_cast<T>(static_cast<double>(v));
 }
 
 // TensorFlow's name of a dtype, as its messages and metadata write it:

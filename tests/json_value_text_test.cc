@@ -1,12 +1,12 @@
 // JsonValueText (serving/json_value_text.h): a JSON value in the bytes
 // TensorFlow Serving's error messages quote it with (RapidJSON's
-// PrettyWriter and dtoa), expected texts worked out from RapidJSON's rules.
+// PrettyWriter with single-line arrays, its dtoa, and json_tensor.cc's
+// JsonWriterWithLimit), expected texts worked out from their rules.
 #include "cosession/serving/json_value_text.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,24 +18,23 @@ namespace json = boost::json;
 
 std::string TextOf(const std::string& json_text) {
   return JsonValueText(json::parse(json_text),
-                       [](const json::value&) -> std::optional<std::string> {
-                         return std::nullopt;
-                       });
+                       [](const json::value&) { return false; });
 }
 
-TEST(JsonValueText, LaysOutAsRapidJsonsPrettyWriter) {
-  EXPECT_EQ(TextOf(R"({"a": [1, -2, [], {}], "b": {"c": null, "d": true}})"),
+TEST(JsonValueText, LaysOutAsRapidJsonsPrettyWriterWithSingleLineArrays) {
+  // A member on a line of its own, indented by the containers it is in,
+  // arrays included; an array's elements on its line.
+  EXPECT_EQ(TextOf(R"({"a": [1, -2, [], {}], "b": {"c": null, "d": true},)"
+                   R"( "e": [[1, {"f": [2]}], 3]})"),
             "{\n"
-            "    \"a\": [\n"
-            "        1,\n"
-            "        -2,\n"
-            "        [],\n"
-            "        {}\n"
-            "    ],\n"
+            "    \"a\": [1, -2, [], {}],\n"
             "    \"b\": {\n"
             "        \"c\": null,\n"
             "        \"d\": true\n"
-            "    }\n"
+            "    },\n"
+            "    \"e\": [[1, {\n"
+            "                \"f\": [2]\n"
+            "            }], 3]\n"
             "}");
   EXPECT_EQ(TextOf("[]"), "[]");
   EXPECT_EQ(TextOf("{}"), "{}");
@@ -43,7 +42,7 @@ TEST(JsonValueText, LaysOutAsRapidJsonsPrettyWriter) {
   // RapidJSON's escapes: named ones, \u00XX upper-case, '/' and non-ASCII
   // bytes as they are.
   EXPECT_EQ(TextOf(R"(["q\"b\\s/n\nt\tc\u001f\u00e9"])"),
-            "[\n    \"q\\\"b\\\\s/n\\nt\\tc\\u001F\xC3\xA9\"\n]");
+            "[\"q\\\"b\\\\s/n\\nt\\tc\\u001F\xC3\xA9\"]");
 }
 
 TEST(JsonValueText, WritesDecimalsAsRapidJsonsDtoa) {
@@ -66,39 +65,51 @@ TEST(JsonValueText, WritesDecimalsAsRapidJsonsDtoa) {
       {"1.7976931348623157e308", "1.7976931348623157e308"},
   };
   for (const auto& [literal, want] : cases) {
-    // Inside a list: a decimal alone is written by the answers' rules.
-    EXPECT_EQ(TextOf("[" + literal + "]"), "[\n    " + want + "\n]") << literal;
+    EXPECT_EQ(TextOf(literal), want) << literal;
+    EXPECT_EQ(TextOf("[" + literal + "]"), "[" + want + "]") << literal;
   }
 }
 
-// A large value is cut at max_bytes, and written no further than that:
-// verbatim is asked about the values before the cut only.
-TEST(JsonValueText, StopsAtMaxBytes) {
+// Past max_bytes nothing more is written, but a piece begun before it is
+// written whole (TensorFlow Serving's JsonWriterWithLimit asks before each
+// piece); `refused` is asked about the values before the limit only.
+TEST(JsonValueText, WritesNoPieceOnceMaxBytesWereWritten) {
   json::array many;
   for (int i = 0; i < 100000; ++i) many.emplace_back(i);
   int asked = 0;
   const std::string text = JsonValueText(
       json::value(std::move(many)),
-      [&asked](const json::value&) -> std::optional<std::string> {
+      [&asked](const json::value&) {
         ++asked;
-        return std::nullopt;
+        return false;
       },
-      40);
-  EXPECT_EQ(text,
-            std::string("[\n    0,\n    1,\n    2,\n    3,\n    4,\n    5,\n")
-                .substr(0, 40));
-  EXPECT_LT(asked, 20);
+      10);
+  // ", 3" was begun at 8 bytes, ", 4" would begin at 11.
+  EXPECT_EQ(text, "[0, 1, 2, 3");
+  EXPECT_EQ(asked, 5);  // the list and its first four elements
+  // A key is a piece of its own: the text may end before its value.
+  EXPECT_EQ(JsonValueText(
+                json::parse(R"({"abc": 1, "d": 2})"),
+                [](const json::value&) { return false; }, 8),
+            "{\n    \"abc\"");
+  // A container's closing is a piece too.
+  EXPECT_EQ(JsonValueText(
+                json::parse("[[1, 2], 3]"),
+                [](const json::value&) { return false; }, 6),
+            "[[1, 2");
 }
 
-TEST(JsonValueText, WritesWhatVerbatimGivesAsItIs) {
-  const std::string text =
-      JsonValueText(json::parse(R"({"x": ["NaN", 1]})"),
-                    [](const json::value& v) -> std::optional<std::string> {
-                      if (v.is_string() && v.get_string() == "NaN")
-                        return "NaN";
-                      return std::nullopt;
-                    });
-  EXPECT_EQ(text, "{\n    \"x\": [\n        NaN,\n        1\n    ]\n}");
+// What `refused` names (the NaN and Infinity tokens RapidJSON's writer will
+// not write) ends the text after the separator before it.
+TEST(JsonValueText, ARefusedValueEndsTheText) {
+  auto nan = [](const json::value& v) {
+    return v.is_string() && v.get_string() == "NaN";
+  };
+  EXPECT_EQ(JsonValueText(json::parse(R"({"x": [1, "NaN", 2], "y": 3})"), nan),
+            "{\n    \"x\": [1, ");
+  EXPECT_EQ(JsonValueText(json::parse(R"({"x": "NaN"})"), nan),
+            "{\n    \"x\": ");
+  EXPECT_EQ(JsonValueText(json::parse(R"("NaN")"), nan), "");
 }
 
 }  // namespace

@@ -79,6 +79,14 @@ TEST(PredictFastPath, TakesTheCommonBodiesAsTheTreeDoes) {
       R"({"instances": [[1e-400, 0e308, 0.0e309]]})",  // zeros to both
       R"({"signature_name": "", "instances": [[1, 2]]})",
       R"({"instances": [[1, 2]], "signature_name": ""})",
+      // Numbers the dtype cannot hold exactly, rounded as TensorFlow
+      // Serving rounds them (rest_json.h's JsonNumberAs).
+      R"({"instances": [[16777217, 1]]})",
+      R"({"instances": [[-16777217, 1]]})",
+      R"({"instances": [[18446744073709551615]]})",
+      R"({"instances": [[3.5e38, 1]]})",
+      R"({"inputs": -1e39})",
+      R"({"signature_name": "wide", "instances": [[9007199254740993]]})",
   };
   for (const std::string& body : bodies) {
     std::optional<PredictRequest> dense =
@@ -114,14 +122,7 @@ TEST(PredictFastPath, DeclinesEveryOtherBodyWhichTheTreeThenAnswers) {
       R"({"instances": [[1, null]]})",               // a null leaf
       R"({"instances": [{"x": [1, 2]}]})",           // a named row
       R"({"instances": [[NaN, Infinity]]})",  // TensorFlow Serving's tokens
-      // Numbers the dtype cannot hold exactly, which TensorFlow Serving
-      // refuses; 0e400 Boost.JSON reads as NaN, RapidJSON refuses.
-      R"({"instances": [[16777216, 1]]})",
-      R"({"instances": [[-16777216, 1]]})",
-      R"({"instances": [[18446744073709551615]]})",
-      R"({"instances": [[3.5e38, 1]]})",
-      R"({"inputs": -1e39})",
-      R"({"signature_name": "wide", "instances": [[9007199254740992]]})",
+      // 0e400 Boost.JSON reads as NaN, RapidJSON refuses.
       R"({"instances": [[0e400, 1]]})",
       R"({"instances": [[1, 2]]} trailing)",  // not one document
       R"({"instances": [[1, 2]])",            // unterminated

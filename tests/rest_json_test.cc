@@ -193,10 +193,16 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"instances": [[1, 2]], "inputs": [[1, 2]]})",
        "expecting only one of 'inputs' or 'instances' keys to exist"},
       {R"({"rows": [[1, 2]]})", "Missing 'inputs' or 'instances' key"},
-      // TensorFlow Serving's words ("Excepting") about the whole body.
+      // TensorFlow Serving's words about the whole body.
       {R"({"instances": 5})",
-       "JSON Value: {\n    \"instances\": 5\n} Excepting 'instances' to be "
+       "JSON Value: {\n    \"instances\": 5\n} Expecting 'instances' to be "
        "an list/array"},
+      // Its arrays on one line; a NaN, which its writer refuses, ends the
+      // quoted text.
+      {R"({"instances": {"a": [1, [2.5, {"b": []}]], "c": [NaN, 3]}})",
+       "JSON Value: {\n    \"instances\": {\n        \"a\": [1, [2.5, {\n"
+       "                    \"b\": []\n                }]],\n"
+       "        \"c\": [ Expecting 'instances' to be an list/array"},
       {R"({"instances": []})",
        "JSON Value: {\n    \"instances\": []\n} No values in 'instances' "
        "array"},
@@ -224,7 +230,7 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
        "JSON Value: true Type: True is not of expected type: int64"},
       // The non-finite tokens are floats only, and only bare.
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [NaN]}})",
-       "JSON Value: NaN Type: Number is not of expected type: int64"},
+       "JSON Value:  Type: Number is not of expected type: int64"},
       {R"({"instances": [[1, "NaN"]]})",
        "JSON Value: \"NaN\" Type: String is not of expected type: float"},
       {R"({"instances": [[1, Nan]]})",
@@ -244,22 +250,6 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
       {R"({"inputs": {"x": [[1, -0.000e400]]}})",
        "JSON Parse error: Number too big to be stored in double. at "
        "offset: 22"},
-      // What a float cannot hold exactly (json_tensor.cc's
-      // IsLosslessDecimal), its value written as TensorFlow Serving writes
-      // it.
-      {R"({"instances": [[16777216, 2]]})",
-       "Failed to process element: 0 of 'instances' list. Error: "
-       "INVALID_ARGUMENT: Cannot convert JSON value: 16777216 to float "
-       "without loss of precision."},
-      {R"({"inputs": [[1, -16777216]]})",
-       "Cannot convert JSON value: -16777216 to float without loss of "
-       "precision."},
-      {R"({"instances": [[1e39, 2]]})",
-       "Cannot convert JSON value: 1e+39 to float without loss of "
-       "precision."},
-      {R"({"signature_name": "pair", "inputs": {"a": [-3.5e38], "b": [1]}})",
-       "Cannot convert JSON value: -3.5e+38 to float without loss of "
-       "precision."},
       // TensorFlow Serving's binary string is a value, not named inputs:
       // where a float belongs, a type error.
       {R"({"instances": [{"b64": "aGk="}, {"b64": "aGk="}]})",
@@ -270,9 +260,11 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
        "JSON Value: {\n    \"b64\": \"aGk=\"\n} Type: Object is not of "
        "expected type: float"},
       // A decimal where an integer belongs, written as TensorFlow Serving
-      // writes it (not Boost.JSON's 2.5E0).
+      // writes it (RapidJSON's dtoa, not Boost.JSON's 2.5E0).
       {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [2.5]}})",
        "JSON Value: 2.5 Type: Number is not of expected type: int64"},
+      {R"({"signature_name": "pair", "inputs": {"a": [1], "b": [1e39]}})",
+       "JSON Value: 1e39 Type: Number is not of expected type: int64"},
       {R"({"instances": [[1, NaN]})",
        "JSON Parse error: Missing a comma or ']' after an array element. at "
        "offset: 23"},
@@ -310,9 +302,38 @@ TEST(RestJson, BadRequestsGetTensorFlowServingsMessages) {
   }
 }
 
-// The edges of what a float holds exactly are taken (TensorFlow Serving
-// refuses one past them: BadRequestsGetTensorFlowServingsMessages), and a
-// literal RapidJSON reads as zero is zero, however Boost.JSON reads it.
+// A number a float (or a double) cannot hold exactly is rounded, and one
+// past a float's range is an infinity, as TensorFlow Serving's REST API
+// documentation says ("Floating Point Precision": 1435774380 sent for a
+// float input is 1435774336), on the fast path and the tree's alike.
+TEST(RestJson, NumbersAFloatCannotHoldAreRoundedAsTensorFlowServingDoes) {
+  for (const std::string body :
+       {R"({"instances": [[1435774380, 16777217], [1e39, -3.5e38], [0.1, 2]]})",
+        // Named rows, which only the tree path reads.
+        R"({"instances": [{"x": [1435774380, 16777217]}, {"x": [1e39,)"
+        R"( -3.5e38]}, {"x": [0.1, 2]}]})"}) {
+    SCOPED_TRACE(body);
+    auto request = Parse(body);
+    ASSERT_TRUE(request.ok()) << request.status();
+    auto x = request->inputs.at("x").flat<float>();
+    ASSERT_EQ(x.size(), 6u);
+    EXPECT_EQ(x[0], 1435774336.0f);
+    EXPECT_EQ(x[1], 16777216.0f);
+    EXPECT_EQ(x[2], std::numeric_limits<float>::infinity());
+    EXPECT_EQ(x[3], -std::numeric_limits<float>::infinity());
+    EXPECT_EQ(x[4], 0.1f);
+  }
+  std::map<std::string, Signature> wide;
+  wide[kDefaultServingSignature].inputs["w"] =
+      Spec(DType::kDouble, TensorShape{-1});
+  auto request =
+      ParsePredictRequest(R"({"instances": [9007199254740993]})", wide);
+  ASSERT_TRUE(request.ok()) << request.status();
+  EXPECT_EQ(request->inputs.at("w").flat<double>()[0], 9007199254740992.0);
+}
+
+// The edges of what a float holds exactly are taken, and a literal
+// RapidJSON reads as zero is zero, however Boost.JSON reads it.
 TEST(RestJson, NumbersAFloatHoldsExactlyAreTaken) {
   auto request = Parse(
       R"({"inputs": [[16777215, -16777215], [3.4028234e38, -3.4028234e38],)"
