@@ -15,7 +15,8 @@
 // The flags are tensorflow_model_server's: --rest_api_port (8501; 0 here
 // means any free port, printed), --model_name, --model_base_path or
 // --model_config_file (several models, version policies and labels) with
-// --model_config_file_poll_wait_seconds (0: read once),
+// --model_config_file_poll_wait_seconds (0: read once) and
+// --allow_version_labels_for_unavailable_models,
 // --enable_batching with --batching_parameters_file (its text format),
 // --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000),
 // --rest_api_enable_cors_support, --monitoring_config_file (where the
@@ -24,7 +25,7 @@
 // (the runtime pool's threads). Its --port, --rest_api_num_threads and
 // --enable_model_warmup are taken and checked but have nothing to act on
 // (no gRPC API, one event loop, no warm-up records in cosession's
-// exports).
+// exports); its other flags likewise (serve_unused_flags.cc).
 // The highest version under --model_base_path is served; a higher one
 // appearing is loaded and switched to, the old one unloaded once its
 // requests finished. Prometheus metrics at /monitoring/prometheus/metrics.
@@ -80,6 +81,9 @@ ABSL_FLAG(std::string, model_config_file, "",
           "name: ... base_path: ... } ... }) naming the models to serve, "
           "their version policies and labels; replaces --model_name and "
           "--model_base_path");
+ABSL_FLAG(bool, allow_version_labels_for_unavailable_models, false,
+          "With --model_config_file: a new version label may name a version "
+          "that is not served yet (requests by it are 404 until it is)");
 ABSL_FLAG(int64_t, model_config_file_poll_wait_seconds, 0,
           "Seconds between readings of --model_config_file, whose changes "
           "(models added, removed, new policies and labels) are applied "
@@ -214,6 +218,8 @@ absl::StatusOr<Flags> ReadFlags() {
       std::chrono::milliseconds(absl::GetFlag(FLAGS_rest_api_timeout_in_ms));
   f.model.enable_cors_support =
       absl::GetFlag(FLAGS_rest_api_enable_cors_support);
+  f.model.allow_version_labels_for_unavailable_models =
+      absl::GetFlag(FLAGS_allow_version_labels_for_unavailable_models);
   const std::string monitoring_file =
       absl::GetFlag(FLAGS_monitoring_config_file);
   if (!monitoring_file.empty()) {

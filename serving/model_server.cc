@@ -15,6 +15,7 @@
 #include <functional>
 #include <optional>
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -375,7 +376,8 @@ ModelServer::StartModels(ModelServerOptions options, Runtime& runtime) {
       co_return loaded;
     }
     for (const auto& [label, version] : m.config.version_labels) {
-      if (!m.served.contains(version)) {
+      if (!m.served.contains(version) &&
+          !server->options_.allow_version_labels_for_unavailable_models) {
         co_return absl::InvalidArgumentError(
             absl::StrCat("Request to assign label '", label, "' to version ",
                          version, " of model ", m.config.name,
@@ -631,13 +633,33 @@ asio::awaitable<absl::Status> ModelServer::ReloadConfigNow() {
       metrics_->latency_by_api.try_emplace({config.name, "predict"});
     }
     Model& m = *it->second;
+    const std::map<std::string, int64_t> old_labels =
+        std::exchange(m.config.version_labels, {});
     m.config = std::move(config);
     co_await Refresh(m);
     // A label may name only a served version (as at start); one that does
-    // not is dropped, and said.
+    // not is dropped, and said -- unless unavailable versions may be
+    // labelled, as long as the label is new or names the version it named
+    // (TensorFlow Serving's rule: a label moves only to a served version;
+    // it then keeps its old one).
     for (auto label = m.config.version_labels.begin();
          label != m.config.version_labels.end();) {
-      if (m.served.contains(label->second)) {
+      const auto old = old_labels.find(label->first);
+      const bool moves =
+          old != old_labels.end() && old->second != label->second;
+      if (m.served.contains(label->second) ||
+          (options_.allow_version_labels_for_unavailable_models && !moves)) {
+        ++label;
+        continue;
+      }
+      if (moves && options_.allow_version_labels_for_unavailable_models) {
+        std::fprintf(stderr,
+                     "cosession_serve: label '%s' of model %s stays on "
+                     "version %lld: version %lld is not available\n",
+                     label->first.c_str(), m.config.name.c_str(),
+                     static_cast<long long>(old->second),
+                     static_cast<long long>(label->second));
+        label->second = old->second;
         ++label;
         continue;
       }

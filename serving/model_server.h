@@ -95,6 +95,13 @@ struct ModelServerOptions {
   // kDefaultPrometheusPath).
   bool enable_prometheus = true;
   std::string prometheus_path{};
+  // --allow_version_labels_for_unavailable_models: a label may name a
+  // version that is not (yet) served -- unless the label already names
+  // another version, which it then keeps until the new one is served --
+  // as TensorFlow Serving allows it; a request by that label is 404 until
+  // the version is served. Without it such a label fails Start, and a
+  // config reload drops it.
+  bool allow_version_labels_for_unavailable_models = false;
 };
 
 struct HttpReply {
@@ -128,7 +135,9 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // at once. Cancelling the wait (per-operation cancellation of the
   // awaiting coroutine, e.g. a SIGTERM meanwhile) completes it with
   // Cancelled. InvalidArgument naming the flag for a bad option, or a label
-  // on a version that is not served; the load's error naming the model and
+  // on a version that is not served (unless
+  // allow_version_labels_for_unavailable_models); the load's error naming
+  // the model and
   // version otherwise (a version that does not load is not waited past).
   static boost::asio::awaitable<absl::StatusOr<std::shared_ptr<ModelServer>>>
   Start(ModelServerOptions options, Runtime& runtime);
@@ -160,7 +169,8 @@ class ModelServer : public std::enable_shared_from_this<ModelServer> {
   // does): models added are loaded, models removed are unloaded (their
   // requests in flight finish; new ones are 404), the others take their
   // new base path, policy and labels (a label naming a version not served
-  // is dropped, and said). A file that does not read or parse is said on
+  // is dropped, and said, unless allow_version_labels_for_unavailable_models
+  // lets it stay). A file that does not read or parse is said on
   // stderr and returned, and the models served stay as they were;
   // Unavailable while a poll or load is in progress.
   boost::asio::awaitable<absl::Status> ReloadConfigNow();

@@ -626,6 +626,53 @@ CO_TEST(ModelServer, AReadConfigFileAddsRemovesAndChangesModels) {
   server->Stop();
 }
 
+// --allow_version_labels_for_unavailable_models: a new label may name a
+// version not served yet (404 by that label until it is); a label that
+// already names a version does not move to one that is not served. Without
+// the option the same labels fail Start.
+CO_TEST(ModelServer, LabelsOfUnavailableVersionsOnlyWhenAllowed) {
+  ScratchDir a, config_dir;
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 1, 1.0f, false));
+  const std::string file = config_dir.path() + "/models.config";
+  auto config_text = [&](int stable, int canary) {
+    return absl::StrCat(
+        "model_config_list { config { name: 'a' base_path: '", a.path(),
+        "' model_version_policy { all {} } "
+        "version_labels { key: 'stable' value: ",
+        stable, " } version_labels { key: 'canary' value: ", canary, " } } }");
+  };
+  std::ofstream(file, std::ios::trunc) << config_text(1, 3);
+  auto configs = ParseModelServerConfig(config_text(1, 3), file);
+  CO_ASSERT_OK(configs.status());
+  ModelServerOptions options = Options(a);
+  options.model_config_file = file;
+  options.model_config_list = *configs;
+
+  auto refused = co_await ModelServer::Start(options, TestRuntime());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "which is not currently available"))
+      << refused.status();
+
+  options.allow_version_labels_for_unavailable_models = true;
+  auto server = co_await Started(options);
+  CO_ASSERT_TRUE(server != nullptr);
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/stable:predict"),
+            "1E0");
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/canary:predict"),
+            "404");
+  CO_ASSERT_OK(co_await testing::ExportTestModel(a.path(), 3, 3.0f, false));
+  co_await server->PollNow();
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/canary:predict"),
+            "3E0");
+  // stable asked to move to version 7, which is not served: it stays.
+  std::ofstream(file, std::ios::trunc) << config_text(7, 3);
+  CO_ASSERT_OK(co_await server->ReloadConfigNow());
+  EXPECT_EQ(co_await Factor(server, "/v1/models/a/labels/stable:predict"),
+            "1E0");
+  server->Stop();
+}
+
 // latest { num_versions: 2 }: a new version joins, the oldest leaves once
 // the new one serves.
 CO_TEST(ModelServer, ALatestPolicyOfTwoKeepsTheTwoHighestVersions) {

@@ -150,7 +150,16 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
        "--rest_api_enable_cors_support=true", "--rest_api_num_threads=8",
        "--enable_model_warmup", "--monitoring_config_file=" + monitoring,
        "--tensorflow_intra_op_parallelism=1",
-       "--tensorflow_inter_op_parallelism=2"});
+       "--tensorflow_inter_op_parallelism=2",
+       // Some of the flags it takes and leaves unused
+       // (examples/serve_unused_flags.cc).
+       "--grpc_channel_arguments=grpc.max_connection_age_ms=60000",
+       "--grpc_max_threads=16", "--max_num_load_retries=3",
+       "--load_retry_interval_micros=1000000", "--saved_model_tags=serve",
+       "--enable_signature_method_name_check=true",
+       "--per_process_gpu_memory_fraction=0.5", "--num_load_threads=2",
+       "--xla_cpu_compilation_enabled=false",
+       "--allow_version_labels_for_unavailable_models=true"});
   CO_ASSERT_TRUE(child.started());
   Served served = co_await PredictOnceServed(child);
   CO_ASSERT_TRUE(served.port != 0);
@@ -216,6 +225,9 @@ TEST(ServeCli, BadFlagsExit2NamingTheFlag) {
       {{"--model_base_path=" + dir.path(),
         "--tensorflow_intra_op_parallelism=5000"},
        "--tensorflow_intra_op_parallelism: must be in 0..1024"},
+      // An unused flag is still parsed with its type.
+      {{"--model_base_path=" + dir.path(), "--max_num_load_retries=many"},
+       "max_num_load_retries"},
   };
   WriteText(dir.path() + "/bad_monitoring.config",
             "prometheus_config { enable: maybe }");
