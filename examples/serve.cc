@@ -17,6 +17,7 @@
 // --model_config_file (several models, version policies and labels) with
 // --model_config_file_poll_wait_seconds (0: read once) and
 // --allow_version_labels_for_unavailable_models,
+// --enable_signature_method_name_check,
 // --enable_batching with --batching_parameters_file (its text format),
 // --file_system_poll_wait_seconds (1), --rest_api_timeout_in_ms (30000),
 // --rest_api_enable_cors_support, --monitoring_config_file (where the
@@ -84,6 +85,9 @@ ABSL_FLAG(std::string, model_config_file, "",
 ABSL_FLAG(bool, allow_version_labels_for_unavailable_models, false,
           "With --model_config_file: a new version label may name a version "
           "that is not served yet (requests by it are 404 until it is)");
+ABSL_FLAG(bool, enable_signature_method_name_check, false,
+          "Predict only on signatures whose method_name is "
+          "tensorflow/serving/predict, classify or regress (others: 500)");
 ABSL_FLAG(int64_t, model_config_file_poll_wait_seconds, 0,
           "Seconds between readings of --model_config_file, whose changes "
           "(models added, removed, new policies and labels) are applied "
@@ -220,6 +224,8 @@ absl::StatusOr<Flags> ReadFlags() {
       absl::GetFlag(FLAGS_rest_api_enable_cors_support);
   f.model.allow_version_labels_for_unavailable_models =
       absl::GetFlag(FLAGS_allow_version_labels_for_unavailable_models);
+  f.model.enable_signature_method_name_check =
+      absl::GetFlag(FLAGS_enable_signature_method_name_check);
   const std::string monitoring_file =
       absl::GetFlag(FLAGS_monitoring_config_file);
   if (!monitoring_file.empty()) {

@@ -57,8 +57,6 @@ ABSL_FLAG(bool, remove_unused_fields_from_bundle_metagraph, true,
           COSESSION_UNUSED("no MetaGraphDef is kept"));
 ABSL_FLAG(bool, enable_serialization_as_tensor_content, false,
           COSESSION_UNUSED("answers are JSON"));
-ABSL_FLAG(bool, enable_signature_method_name_check, false,
-          COSESSION_UNUSED("cosession's signatures carry no method name"));
 ABSL_FLAG(bool, enable_profiler, true, COSESSION_UNUSED("no profiler"));
 ABSL_FLAG(std::string, thread_pool_factory_config_file, "",
           COSESSION_UNUSED("graphs run on the runtime's pool"));

@@ -965,6 +965,18 @@ asio::awaitable<HttpReply> ModelServer::Predict(
       co_return ErrorReply(request.status());
     }
     signature_name = std::move(request->signature_name);
+    const std::string& method = signatures.at(signature_name).method_name;
+    if (options_.enable_signature_method_name_check &&
+        method != kPredictMethodName && method != kClassifyMethodName &&
+        method != kRegressMethodName) {
+      // TensorFlow Serving's predict_util.cc, with the check on.
+      const absl::Status wrong_method = absl::InternalError(absl::StrCat(
+          "Expected prediction signature method_name to be one of {",
+          kPredictMethodName, ", ", kClassifyMethodName, ", ",
+          kRegressMethodName, "}. Was: ", method));
+      metrics_->Record(metrics_model, wrong_method.code());
+      co_return ErrorReply(wrong_method);
+    }
     inputs = std::move(request->inputs);
     render = [format = request->format](const NamedTensors& outputs) {
       return RenderPredictResponse(format, outputs);

@@ -102,6 +102,11 @@ struct ModelServerOptions {
   // the version is served. Without it such a label fails Start, and a
   // config reload drops it.
   bool allow_version_labels_for_unavailable_models = false;
+  // --enable_signature_method_name_check: a predict on a signature whose
+  // method_name is not predict, classify or regress is 500 "Expected
+  // prediction signature method_name to be one of {...}. Was: ...", as
+  // in TensorFlow Serving; without it any signature predicts.
+  bool enable_signature_method_name_check = false;
 };
 
 struct HttpReply {

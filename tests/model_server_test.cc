@@ -673,6 +673,50 @@ CO_TEST(ModelServer, LabelsOfUnavailableVersionsOnlyWhenAllowed) {
   server->Stop();
 }
 
+// --enable_signature_method_name_check: a predict on a signature of
+// another method is 500 with TensorFlow Serving's message; without the
+// check any signature predicts.
+CO_TEST(ModelServer, TheMethodNameCheckRefusesPredictOnOtherMethods) {
+  ScratchDir dir;
+  Graph g;
+  Output x = ops::Placeholder(g, DType::kFloat, TensorShape{-1, 2}, "x");
+  Output y =
+      ops::Mul(g, x, ops::Const(g, Tensor::Scalar<float>(2.0f)), "doubled");
+  std::map<std::string, ExportSignature> sigs{
+      {kDefaultServingSignature,
+       {.inputs = {{"x", x}},
+        .outputs = {{"doubled", y}},
+        .method_name = "custom/method"}},
+      {"plain", {.inputs = {{"x", x}}, .outputs = {{"doubled", y}}}}};
+  CO_ASSERT_OK(
+      co_await testing::InitializeAndExport(g, std::move(sigs), dir.path(), 1));
+  ModelServerOptions options = Options(dir);
+  auto unchecked = co_await Started(options);
+  CO_ASSERT_TRUE(unchecked != nullptr);
+  HttpReply predicted = co_await unchecked->Handle(
+      "POST", "/v1/models/m:predict", R"({"instances": [[1, 0]]})");
+  EXPECT_EQ(predicted.status, 200u) << predicted.body;
+  unchecked->Stop();
+
+  options.enable_signature_method_name_check = true;
+  auto checked = co_await Started(options);
+  CO_ASSERT_TRUE(checked != nullptr);
+  HttpReply refused = co_await checked->Handle("POST", "/v1/models/m:predict",
+                                               R"({"instances": [[1, 0]]})");
+  EXPECT_EQ(refused.status, 500u);
+  EXPECT_TRUE(absl::StrContains(
+      refused.body,
+      "Expected prediction signature method_name to be one of "
+      "{tensorflow/serving/predict, tensorflow/serving/classify, "
+      "tensorflow/serving/regress}. Was: custom/method"))
+      << refused.body;
+  HttpReply plain = co_await checked->Handle(
+      "POST", "/v1/models/m:predict",
+      R"({"signature_name": "plain", "instances": [[1, 0]]})");
+  EXPECT_EQ(plain.status, 200u) << plain.body;
+  checked->Stop();
+}
+
 // latest { num_versions: 2 }: a new version joins, the oldest leaves once
 // the new one serves.
 CO_TEST(ModelServer, ALatestPolicyOfTwoKeepsTheTwoHighestVersions) {

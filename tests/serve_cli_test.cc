@@ -151,15 +151,15 @@ CO_TEST(ServeCli, TakesTensorFlowServingsDeploymentFlags) {
        "--enable_model_warmup", "--monitoring_config_file=" + monitoring,
        "--tensorflow_intra_op_parallelism=1",
        "--tensorflow_inter_op_parallelism=2",
+       "--enable_signature_method_name_check=true",
+       "--allow_version_labels_for_unavailable_models=true",
        // Some of the flags it takes and leaves unused
        // (examples/serve_unused_flags.cc).
        "--grpc_channel_arguments=grpc.max_connection_age_ms=60000",
        "--grpc_max_threads=16", "--max_num_load_retries=3",
        "--load_retry_interval_micros=1000000", "--saved_model_tags=serve",
-       "--enable_signature_method_name_check=true",
        "--per_process_gpu_memory_fraction=0.5", "--num_load_threads=2",
-       "--xla_cpu_compilation_enabled=false",
-       "--allow_version_labels_for_unavailable_models=true"});
+       "--xla_cpu_compilation_enabled=false"});
   CO_ASSERT_TRUE(child.started());
   Served served = co_await PredictOnceServed(child);
   CO_ASSERT_TRUE(served.port != 0);
