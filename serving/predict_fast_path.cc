@@ -138,16 +138,16 @@ class DenseRequestHandler {
 
   bool on_number_part(json::string_view, json::error_code&) { return true; }
   bool on_int64(std::int64_t v, json::string_view, json::error_code& ec) {
-    return Leaf(static_cast<double>(v), v, ec);
+    return Leaf(v, ec);
   }
   bool on_uint64(std::uint64_t v, json::string_view, json::error_code& ec) {
-    return Leaf(static_cast<double>(v), v, ec);
+    return Leaf(v, ec);
   }
   bool on_double(double v, json::string_view, json::error_code& ec) {
     // A literal past the double range (1e400, or 0e400, which Boost.JSON
     // reads as NaN): the tree's parse reports it.
     if (!std::isfinite(v)) return Decline(ec);
-    return Leaf(v, v, ec);
+    return Leaf(v, ec);
   }
   bool on_bool(bool, json::error_code& ec) { return NonNumber(ec); }
   bool on_null(json::error_code& ec) { return NonNumber(ec); }
@@ -252,7 +252,7 @@ class DenseRequestHandler {
   // A number: a leaf of the tensor, a scalar tensor of the columnar
   // format, or part of a value ignored. The casts are the tree path's.
   template <typename Number>
-  bool Leaf(double as_double, Number as_number, json::error_code& ec) {
+  bool Leaf(Number number, json::error_code& ec) {
     if (Ignoring()) return true;
     if (tensor_base_ < 0) {
       const Role role = TakeRole();
@@ -261,7 +261,7 @@ class DenseRequestHandler {
       // a tensor of shape [].
       if (role == Role::kRows || !BeginTensor(role)) return Decline(ec);
       leaf_level_ = 0;
-      Append(as_double, as_number);
+      Append(number);
       tensor_base_ = -1;
       return true;
     }
@@ -271,23 +271,17 @@ class DenseRequestHandler {
     } else if (level != leaf_level_) {
       return Decline(ec);
     }
-    Append(as_double, as_number);
+    Append(number);
     return true;
   }
 
   // Appends the number as the tree path does (rest_json.h's JsonNumberAs).
   template <typename Number>
-  void Append(double as_double, Number as_number) {
-    if constexpr (std::is_same_v<Number, double>) {
-      if (dtype_ == DType::kFloat) {
-        floats_.push_back(JsonNumberAs<float>(as_double));
-      } else {
-        doubles_.push_back(as_double);
-      }
-    } else if (dtype_ == DType::kFloat) {
-      floats_.push_back(JsonNumberAs<float>(as_number));
+  void Append(Number number) {
+    if (dtype_ == DType::kFloat) {
+      floats_.push_back(JsonNumberAs<float>(number));
     } else {
-      doubles_.push_back(JsonNumberAs<double>(as_number));
+      doubles_.push_back(JsonNumberAs<double>(number));
     }
   }
 
